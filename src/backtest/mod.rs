@@ -1,0 +1,360 @@
+//! Factor metrics, exactly as `conventions.md` ("Label and metrics") defines them.
+//!
+//! A [`Scorer`] is built once per (data, period): it holds the labels at every horizon
+//! and the ranks of the main label, date-major, so that scoring many alphas only costs a
+//! transpose and one sort per date of each signal.
+//!
+//! Choices where the conventions are silent (following Qlib/pandas), documented here and
+//! in `docs/metrics.md`:
+//! * The stocks scored on a date are those with both a finite signal and a finite label
+//!   (Qlib's `dropna`); dates with fewer than `min_stocks` (20) of them are skipped by
+//!   every metric, including the long-short book.
+//! * Long-short legs hold `N = floor(n / 5)` stocks each (Qlib's `int(len * 0.2)`): the
+//!   N largest and the N smallest signals, ties going to the earlier symbol (pandas
+//!   `nlargest`/`nsmallest` with `keep="first"`).
+//! * Quintile q (1 = lowest) holds positions `floor((q-1)·n/5) .. floor(q·n/5)` of the
+//!   signal sorted ascending (ties by symbol order).
+//! * Turnover on the first scored date is measured against an empty book (1.0 for a full
+//!   long-short entry); a skipped date leaves the book unchanged.
+//! * Max drawdown is `min_t (cum_t − max_{s≤t} cum_s)` on the cumulative sum of net daily
+//!   returns (≤ 0, Qlib's sign).
+//! * Distinctness counts the finite signal values of each scored date (whether or not
+//!   the label is finite).
+
+mod stats;
+
+pub use stats::{mean_std, pearson};
+
+use crate::data::{DataError, MarketData, Panel, Period, Splits};
+use crate::expr::kernels::cross::{average_ranks, order_key};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// Settings of the label and the long-short book.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricsConfig {
+    /// Label horizon h in days.
+    pub horizon: usize,
+    /// Days between the signal's close and the label's start (1: trade at the next close).
+    pub gap: usize,
+    /// Cost per unit of turnover, in basis points.
+    pub cost_bps: f64,
+    /// Dates with fewer stocks (finite signal and label) are skipped.
+    pub min_stocks: usize,
+    /// Extra horizons whose Pearson IC is reported (`ic_h5`, ...).
+    pub ic_horizons: Vec<usize>,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig { horizon: 1, gap: 1, cost_bps: 5.0, min_stocks: 20, ic_horizons: vec![5, 10, 20] }
+    }
+}
+
+/// Every metric of one signal over one period. NaN (JSON `null`) where undefined.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    pub ic: f64,
+    pub rank_ic: f64,
+    pub icir: f64,
+    pub rank_icir: f64,
+    pub ic_tstat: f64,
+    pub ic_h5: f64,
+    pub ic_h10: f64,
+    pub ic_h20: f64,
+    pub sharpe: f64,
+    pub ann_return: f64,
+    pub max_drawdown: f64,
+    pub turnover: f64,
+    pub coverage: f64,
+    pub distinctness: f64,
+    /// Dates with a valid IC.
+    pub n_days: usize,
+    /// Mean label of each signal quintile, lowest first.
+    pub quintile_returns: [f64; 5],
+}
+
+/// Labels of one horizon, date-major over the period's dates.
+struct Labels {
+    horizon: usize,
+    rows: Vec<f64>,
+    /// Finite labels per date.
+    counts: Vec<u32>,
+}
+
+/// Precomputed labels for scoring many signals on one period.
+pub struct Scorer {
+    cfg: MetricsConfig,
+    /// First scored date index (in the data the scorer was built on).
+    start: usize,
+    /// One past the last date of the period.
+    end: usize,
+    n_assets: usize,
+    main: Labels,
+    /// Average ranks (1-based) of the main label among its finite values, per date.
+    main_ranks: Vec<f64>,
+    extra: Vec<Labels>,
+}
+
+fn label_rows(close: &Panel, start: usize, end: usize, gap: usize, h: usize) -> Labels {
+    let na = close.n_assets();
+    let nd = end - start;
+    let mut rows = vec![f64::NAN; nd * na];
+    let mut counts = vec![0u32; nd];
+    for a in 0..na {
+        let s = close.series(a);
+        for t in start..end {
+            // The label needs close(t + gap + h), which must lie inside the period.
+            if t + gap + h < end {
+                let v = s[t + gap + h] / s[t + gap] - 1.0;
+                if v.is_finite() {
+                    rows[(t - start) * na + a] = v;
+                    counts[t - start] += 1;
+                }
+            }
+        }
+    }
+    Labels { horizon: h, rows, counts }
+}
+
+impl Scorer {
+    /// Builds the labels for dates `[start, end)` of `data` (which should already be cut at
+    /// `end`, see [`prepare`]).
+    pub fn new(data: &MarketData, start: usize, end: usize, cfg: MetricsConfig) -> Result<Scorer, DataError> {
+        let close = data.field("close").ok_or_else(|| DataError::Period("the data has no close prices".into()))?;
+        if data.n_assets() < cfg.min_stocks {
+            return Err(DataError::Period(format!(
+                "{}: the universe has {} stock(s); cross-sectional metrics need at least {} per date",
+                data.source.display(),
+                data.n_assets(),
+                cfg.min_stocks
+            )));
+        }
+        let na = data.n_assets();
+        let main = label_rows(close, start, end, cfg.gap, cfg.horizon);
+        let mut main_ranks = vec![f64::NAN; main.rows.len()];
+        main_ranks.par_chunks_mut(na).zip(main.rows.par_chunks(na)).for_each_init(Vec::new, |buf, (o, r)| {
+            crate::expr::kernels::cross::sorted_finite(r, buf);
+            average_ranks(buf, |i, rk| o[i as usize] = rk);
+        });
+        let extra = cfg.ic_horizons.iter().map(|&h| label_rows(close, start, end, cfg.gap, h)).collect();
+        Ok(Scorer { cfg, start, end, n_assets: na, main, main_ranks, extra })
+    }
+
+    pub fn config(&self) -> &MetricsConfig {
+        &self.cfg
+    }
+
+    /// Scores one signal (a panel over the same data the scorer was built on).
+    pub fn score(&self, signal: &Panel) -> Metrics {
+        let na = self.n_assets;
+        let mut rows = Vec::new();
+        signal.to_date_major(self.start, self.end, &mut rows);
+        let min = self.cfg.min_stocks;
+        let days: Vec<Day> = rows
+            .par_chunks(na)
+            .enumerate()
+            .map_init(Scratch::default, |sc, (i, sig)| self.day(i, sig, sc, min))
+            .collect();
+
+        let mut m = Metrics::default();
+        let ics: Vec<f64> = days.iter().filter_map(|d| d.ic).collect();
+        let rics: Vec<f64> = days.iter().filter_map(|d| d.rank_ic).collect();
+        let (ic, ic_sd) = mean_std(&ics);
+        let (ric, ric_sd) = mean_std(&rics);
+        m.ic = ic;
+        m.rank_ic = ric;
+        m.icir = ic / ic_sd;
+        m.rank_icir = ric / ric_sd;
+        m.ic_tstat = ic / ic_sd * (ics.len() as f64).sqrt();
+        m.n_days = ics.len();
+        for (k, l) in self.extra.iter().enumerate() {
+            let v: Vec<f64> = days.iter().filter_map(|d| d.ic_extra.get(k).copied().flatten()).collect();
+            let x = mean_std(&v).0;
+            match l.horizon {
+                5 => m.ic_h5 = x,
+                10 => m.ic_h10 = x,
+                20 => m.ic_h20 = x,
+                _ => {}
+            }
+        }
+        if !self.extra.iter().any(|l| l.horizon == 5) {
+            m.ic_h5 = f64::NAN;
+        }
+        if !self.extra.iter().any(|l| l.horizon == 10) {
+            m.ic_h10 = f64::NAN;
+        }
+        if !self.extra.iter().any(|l| l.horizon == 20) {
+            m.ic_h20 = f64::NAN;
+        }
+
+        // Long-short book, in date order.
+        let cost = self.cfg.cost_bps / 1e4;
+        let mut w_prev = vec![0.0f64; na];
+        let mut w = vec![0.0f64; na];
+        let (mut net, mut turns) = (Vec::new(), Vec::new());
+        for d in days.iter().filter(|d| d.ls.is_some()) {
+            w.iter_mut().for_each(|x| *x = 0.0);
+            let n = d.long.len() as f64;
+            for &i in &d.long {
+                w[i as usize] += 1.0 / n;
+            }
+            for &i in &d.short {
+                w[i as usize] -= 1.0 / n;
+            }
+            let turnover = 0.5 * w.iter().zip(&w_prev).map(|(a, b)| (a - b).abs()).sum::<f64>();
+            net.push(d.ls.unwrap_or(f64::NAN) - cost * turnover);
+            turns.push(turnover);
+            std::mem::swap(&mut w, &mut w_prev);
+        }
+        let h = self.cfg.horizon as f64;
+        let (mu, sd) = mean_std(&net);
+        m.ann_return = mu * 252.0 / h;
+        m.sharpe = mu / sd * (252.0 / h).sqrt();
+        m.turnover = mean_std(&turns).0;
+        let (mut cum, mut peak, mut mdd) = (0.0f64, f64::NEG_INFINITY, 0.0f64);
+        for r in &net {
+            cum += r;
+            peak = peak.max(cum);
+            mdd = mdd.min(cum - peak);
+        }
+        m.max_drawdown = if net.is_empty() { f64::NAN } else { mdd };
+        for q in 0..5 {
+            m.quintile_returns[q] = mean_std(&days.iter().filter_map(|d| d.quintiles.map(|x| x[q])).collect::<Vec<_>>()).0;
+        }
+        let (labelled, covered) = days.iter().fold((0u64, 0u64), |(a, b), d| (a + d.n_label as u64, b + d.n_joint as u64));
+        m.coverage = if labelled > 0 { covered as f64 / labelled as f64 } else { f64::NAN };
+        m.distinctness = mean_std(&days.iter().filter_map(|d| d.distinct).collect::<Vec<_>>()).0;
+        m
+    }
+
+    fn day(&self, i: usize, sig: &[f64], sc: &mut Scratch, min: usize) -> Day {
+        let na = self.n_assets;
+        let lab = &self.main.rows[i * na..(i + 1) * na];
+        let mut day = Day { n_label: self.main.counts[i], ..Day::default() };
+
+        // Distinctness over the finite signal values.
+        sc.all.clear();
+        sc.all.extend(sig.iter().filter(|v| v.is_finite()).map(|v| order_key(*v)));
+        if !sc.all.is_empty() {
+            sc.all.sort_unstable();
+            let mut uniq = 1;
+            for k in 1..sc.all.len() {
+                uniq += usize::from(sc.all[k] != sc.all[k - 1]);
+            }
+            day.distinct = Some(uniq as f64 / sc.all.len() as f64);
+        }
+
+        // Joint set for the main label, sorted by (signal, symbol).
+        sc.joint.clear();
+        for (k, (s, l)) in sig.iter().zip(lab).enumerate() {
+            if s.is_finite() && l.is_finite() {
+                sc.joint.push((order_key(*s), k as u32));
+            }
+        }
+        day.n_joint = sc.joint.len() as u32;
+        for (k, l) in self.extra.iter().enumerate() {
+            let lr = &l.rows[i * na..(i + 1) * na];
+            day.ic_extra.push(pearson_masked(sig, lr, min));
+            let _ = k;
+        }
+        let n = sc.joint.len();
+        if n < min {
+            return day;
+        }
+        sc.joint.sort_unstable();
+        day.ic = pearson_pairs(sc.joint.iter().map(|&(_, k)| (sig[k as usize], lab[k as usize])));
+
+        // Rank IC: ranks within the joint set on both sides.
+        sc.sr.clear();
+        sc.sr.resize(na, f64::NAN);
+        average_ranks(&sc.joint, |k, r| sc.sr[k as usize] = r);
+        let label_ranks: &[f64] = if n as u32 == self.main.counts[i] {
+            &self.main_ranks[i * na..(i + 1) * na]
+        } else {
+            sc.lj.clear();
+            sc.lj.extend(sc.joint.iter().map(|&(_, k)| (order_key(lab[k as usize]), k)));
+            sc.lj.sort_unstable();
+            sc.lr.clear();
+            sc.lr.resize(na, f64::NAN);
+            average_ranks(&sc.lj, |k, r| sc.lr[k as usize] = r);
+            &sc.lr
+        };
+        day.rank_ic = pearson_pairs(sc.joint.iter().map(|&(_, k)| (sc.sr[k as usize], label_ranks[k as usize])));
+
+        // Quintiles and the long-short legs.
+        let mut q = [0.0; 5];
+        for (b, qv) in q.iter_mut().enumerate() {
+            let (lo, hi) = (b * n / 5, (b + 1) * n / 5);
+            *qv = sc.joint[lo..hi].iter().map(|&(_, k)| lab[k as usize]).sum::<f64>() / (hi - lo) as f64;
+        }
+        day.quintiles = Some(q);
+        let legs = n / 5;
+        day.short = sc.joint[..legs].iter().map(|&(_, k)| k).collect();
+        // Top `legs` by signal, ties to the earlier symbol: everything above the threshold
+        // value, then the lowest-index members of the threshold's tie group.
+        let thr = sc.joint[n - legs].0;
+        let tie_start = sc.joint.partition_point(|&(key, _)| key < thr);
+        let tie_end = sc.joint.partition_point(|&(key, _)| key <= thr);
+        let above = n - tie_end;
+        day.long = sc.joint[tie_end..].iter().map(|&(_, k)| k).collect();
+        day.long.extend(sc.joint[tie_start..tie_end].iter().take(legs - above).map(|&(_, k)| k));
+        let mean_of = |ix: &[u32]| ix.iter().map(|&k| lab[k as usize]).sum::<f64>() / ix.len() as f64;
+        day.ls = Some(mean_of(&day.long) - mean_of(&day.short));
+        day
+    }
+}
+
+#[derive(Default)]
+struct Scratch {
+    all: Vec<u64>,
+    joint: Vec<(u64, u32)>,
+    lj: Vec<(u64, u32)>,
+    sr: Vec<f64>,
+    lr: Vec<f64>,
+}
+
+#[derive(Default)]
+struct Day {
+    ic: Option<f64>,
+    rank_ic: Option<f64>,
+    ic_extra: Vec<Option<f64>>,
+    ls: Option<f64>,
+    long: Vec<u32>,
+    short: Vec<u32>,
+    quintiles: Option<[f64; 5]>,
+    n_label: u32,
+    n_joint: u32,
+    distinct: Option<f64>,
+}
+
+/// Pearson correlation over pairs; `None` for zero variance.
+fn pearson_pairs(pairs: impl Iterator<Item = (f64, f64)> + Clone) -> Option<f64> {
+    let r = pearson(pairs);
+    r.is_finite().then_some(r)
+}
+
+/// Pearson correlation of the cells where both are finite, `None` when fewer than `min`.
+fn pearson_masked(x: &[f64], y: &[f64], min: usize) -> Option<f64> {
+    let it = x.iter().zip(y).filter(|(a, b)| a.is_finite() && b.is_finite()).map(|(a, b)| (*a, *b));
+    if it.clone().count() < min {
+        return None;
+    }
+    pearson_pairs(it)
+}
+
+/// A data set cut at a period's end, ready to evaluate and score signals on that period.
+pub struct Prepared {
+    pub data: MarketData,
+    pub scorer: Scorer,
+    pub period: Period,
+}
+
+/// Cuts `data` at the end of `period` (so no later value can be read by a signal or a
+/// label) and builds its scorer.
+pub fn prepare(data: &MarketData, period: &Period, splits: &Splits, cfg: MetricsConfig) -> Result<Prepared, DataError> {
+    let (start, end) = period.indices(splits, data)?;
+    let cut = if end == data.n_dates() { data.clone() } else { data.truncate_dates(end) };
+    let scorer = Scorer::new(&cut, start, end, cfg)?;
+    Ok(Prepared { data: cut, scorer, period: period.clone() })
+}

@@ -1,0 +1,69 @@
+//! Settings from an optional `alphaloop.toml`, and where to find the data.
+
+use crate::data::Splits;
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// Optional settings file (`--config FILE`, `$ALPHALOOP_CONFIG`, or `./alphaloop.toml`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Default data file.
+    pub data: Option<PathBuf>,
+    /// Default `symbol,group` file.
+    pub groups: Option<PathBuf>,
+    /// Split dates, e.g. `train = ["2000-01-01", "2012-12-31"]`.
+    pub splits: Option<Splits>,
+    /// Default cost in basis points.
+    pub cost_bps: Option<f64>,
+}
+
+impl Config {
+    pub fn load(explicit: Option<&Path>) -> Result<Config> {
+        let path = match explicit {
+            Some(p) => Some(p.to_path_buf()),
+            None => std::env::var_os("ALPHALOOP_CONFIG")
+                .map(PathBuf::from)
+                .or_else(|| Some(PathBuf::from("alphaloop.toml")).filter(|p| p.exists())),
+        };
+        let Some(path) = path else { return Ok(Config::default()) };
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read config {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("{}: invalid config", path.display()))
+    }
+}
+
+/// The repository this binary was built from (to find `../shared/data` when run from it).
+fn repo_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Places the shipped data is looked for, in order.
+pub fn default_data_candidates() -> Vec<PathBuf> {
+    let name = "sp500_daily.parquet";
+    let mut v = vec![PathBuf::from("../shared/data").join(name), repo_dir().join("../shared/data").join(name)];
+    if let Some(home) = std::env::var_os("HOME") {
+        v.push(PathBuf::from(home).join(".cache/alphaloop/data").join(name));
+    }
+    v
+}
+
+/// The data file to use: `--data`/`$ALPHALOOP_DATA`, then the config, then the shipped
+/// data. A clear error lists every place that was tried.
+pub fn resolve_data(flag: Option<&Path>, cfg: &Config) -> Result<PathBuf> {
+    if let Some(p) = flag.or(cfg.data.as_deref()) {
+        if !p.exists() {
+            bail!("data file not found: {} (from --data, $ALPHALOOP_DATA or the config)", p.display());
+        }
+        return Ok(p.to_path_buf());
+    }
+    let cands = default_data_candidates();
+    if let Some(p) = cands.iter().find(|p| p.exists()) {
+        return Ok(p.clone());
+    }
+    let tried: Vec<String> = cands.iter().map(|p| format!("  {}", p.display())).collect();
+    bail!(
+        "no data file given and the shipped data was not found; looked in:\n{}\npass --data FILE (long-format Parquet/CSV: date, symbol, open, high, low, close, adj_close, volume), set ALPHALOOP_DATA, or set `data` in alphaloop.toml",
+        tried.join("\n")
+    )
+}

@@ -1,0 +1,272 @@
+//! `alphaloop eval`: metrics of one expression or of a file of alphas.
+
+use super::table::{num, render};
+use super::{load_data, Config, DataArgs};
+use crate::backtest::{prepare, Metrics, MetricsConfig};
+use crate::data::{MarketData, Panel, Period, Splits};
+use crate::expr::{evaluate, Compiler, ExprError, Schema};
+use crate::seeds::{self, AlphaDef, AlphaSet};
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(clap::Args, Debug)]
+pub struct EvalArgs {
+    /// The alpha expression, e.g. "rank(delta(close, 5)) * -1".
+    #[arg(allow_hyphen_values = true)]
+    pub expr: Option<String>,
+    /// Evaluate every alpha of a TOML file (`[[alpha]]` with id and formula) instead.
+    #[arg(long, conflicts_with = "expr")]
+    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub data: DataArgs,
+    /// Scored dates: train, valid, test, all, or START:END (YYYY-MM-DD, either side may be empty).
+    #[arg(long, default_value = "valid")]
+    pub period: Period,
+    /// Cost per unit of turnover in basis points (default 5, or the config's).
+    #[arg(long)]
+    pub cost_bps: Option<f64>,
+    /// Label horizon in days.
+    #[arg(long, default_value_t = 1)]
+    pub horizon: usize,
+    /// Alpha definitions that `alpha:ID` may refer to (default: alpha_kb/seeds/alpha101.toml).
+    #[arg(long)]
+    pub alphas: Option<PathBuf>,
+    /// Write the signal (long format: date, symbol, value) over the period to a .parquet or .csv file.
+    #[arg(long, conflicts_with = "file")]
+    pub dump: Option<PathBuf>,
+    /// Print JSON (an object, or an array with `id` for --file).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The alphas `alpha:ID` can refer to.
+fn resolver(args: &EvalArgs, file_defs: &[AlphaDef]) -> Result<AlphaSet> {
+    let mut set = AlphaSet::default();
+    let default = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml");
+    match &args.alphas {
+        Some(p) => set.extend(&seeds::load(p)?),
+        None if default.exists() => set.extend(&seeds::load(&default)?),
+        None => {}
+    }
+    set.extend(file_defs);
+    Ok(set)
+}
+
+pub fn run(args: EvalArgs, cfg: &Config) -> Result<i32> {
+    let file_defs = match &args.file {
+        Some(f) => seeds::load(f)?,
+        None => Vec::new(),
+    };
+    let expr = match (&args.expr, &args.file) {
+        (Some(e), None) => Some(e.clone()),
+        (None, Some(_)) => None,
+        _ => bail!("give an expression or --file FILE"),
+    };
+    let alphas = resolver(&args, &file_defs)?;
+    let data = load_data(&args.data, cfg, args.json)?;
+    let splits = cfg.splits.clone().unwrap_or_default();
+    let mcfg = MetricsConfig {
+        horizon: args.horizon.max(1),
+        cost_bps: args.cost_bps.or(cfg.cost_bps).unwrap_or(5.0),
+        ..MetricsConfig::default()
+    };
+    let prep = prepare(&data, &args.period, &splits, mcfg)?;
+
+    match expr {
+        Some(e) => eval_one(&e, &args, &prep, &alphas, &splits),
+        None => eval_file(&file_defs, &args, &prep, &alphas),
+    }
+}
+
+fn print_expr_error(e: &ExprError) {
+    eprintln!("error: {}", e.render());
+}
+
+fn eval_one(expr: &str, args: &EvalArgs, prep: &crate::backtest::Prepared, alphas: &AlphaSet, splits: &Splits) -> Result<i32> {
+    let mut c = Compiler::new(Schema::of(&prep.data), alphas);
+    let root = match c.add(expr) {
+        Ok(r) => r,
+        Err(e) => {
+            print_expr_error(&e);
+            return Ok(1);
+        }
+    };
+    let mut signal = None;
+    evaluate(&c.graph, &[root], &prep.data, |_, p| signal = Some(p));
+    let signal = signal.context("the expression produced no value")?;
+    let m = prep.scorer.score(&signal);
+    if let Some(out) = &args.dump {
+        let (start, end) = prep.period.indices(splits, &prep.data)?;
+        dump(&prep.data, &signal, start, end, out)?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&m)?);
+    } else {
+        print_metrics(expr, &m, prep);
+    }
+    Ok(0)
+}
+
+fn header(prep: &crate::backtest::Prepared) -> String {
+    let c = prep.scorer.config();
+    format!(
+        "data {} ({} stocks; constituents as of 2021: survivorship bias), period {}, label close(t+{})->close(t+{}), cost {} bps",
+        prep.data.source.display(),
+        prep.data.n_assets(),
+        prep.period,
+        c.gap,
+        c.gap + c.horizon,
+        c.cost_bps
+    )
+}
+
+fn print_metrics(expr: &str, m: &Metrics, prep: &crate::backtest::Prepared) {
+    println!("alpha  {expr}");
+    println!("{}", header(prep));
+    if expr.to_ascii_lowercase().contains("vwap") {
+        println!("note   vwap is the typical price (high + low + close) / 3: the data has no true VWAP");
+    }
+    let rows: Vec<Vec<String>> = [
+        ("ic", m.ic),
+        ("rank_ic", m.rank_ic),
+        ("icir", m.icir),
+        ("rank_icir", m.rank_icir),
+        ("ic_tstat", m.ic_tstat),
+        ("ic_h5", m.ic_h5),
+        ("ic_h10", m.ic_h10),
+        ("ic_h20", m.ic_h20),
+        ("sharpe (net)", m.sharpe),
+        ("ann_return (net)", m.ann_return),
+        ("max_drawdown", m.max_drawdown),
+        ("turnover", m.turnover),
+        ("coverage", m.coverage),
+        ("distinctness", m.distinctness),
+    ]
+    .iter()
+    .map(|(k, v)| vec![k.to_string(), num(*v)])
+    .chain(std::iter::once(vec!["n_days".into(), m.n_days.to_string()]))
+    .collect();
+    println!("{}", render(&["metric", "value"], &rows));
+    let q: Vec<String> = m.quintile_returns.iter().map(|v| format!("{:+.2}bp", v * 1e4)).collect();
+    println!("quintile mean label, lowest to highest signal: {}", q.join("  "));
+}
+
+/// One row of a batch result.
+#[derive(serde::Serialize)]
+struct Row {
+    id: String,
+    #[serde(flatten)]
+    metrics: Option<Metrics>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+fn eval_file(defs: &[AlphaDef], args: &EvalArgs, prep: &crate::backtest::Prepared, alphas: &AlphaSet) -> Result<i32> {
+    let (rows, _) = evaluate_batch(defs, &prep.data, alphas, |p| prep.scorer.score(p), !args.json);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(0);
+    }
+    let mut ok: Vec<&Row> = rows.iter().filter(|r| r.metrics.is_some()).collect();
+    ok.sort_by(|a, b| {
+        let key = |r: &Row| r.metrics.as_ref().map(|m| m.rank_ic).filter(|v| v.is_finite()).unwrap_or(f64::NEG_INFINITY);
+        key(b).total_cmp(&key(a))
+    });
+    println!("{}", header(prep));
+    let table: Vec<Vec<String>> = ok
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let m = r.metrics.as_ref().expect("filtered");
+            vec![
+                (i + 1).to_string(),
+                r.id.clone(),
+                num(m.rank_ic),
+                num(m.ic),
+                num(m.rank_icir),
+                num(m.sharpe),
+                num(m.ann_return),
+                num(m.turnover),
+                num(m.coverage),
+            ]
+        })
+        .collect();
+    println!("{}", render(&["#", "id", "rank_ic", "ic", "rank_icir", "sharpe", "ann_ret", "turnover", "coverage"], &table));
+    let failed: Vec<&Row> = rows.iter().filter(|r| r.error.is_some()).collect();
+    if !failed.is_empty() {
+        println!("\n{} alpha(s) could not be evaluated:", failed.len());
+        for r in failed {
+            println!("  {}: {}", r.id, r.error.as_deref().unwrap_or(""));
+        }
+    }
+    Ok(0)
+}
+
+/// Compiles every alpha into one shared graph and evaluates them together (common
+/// sub-expressions such as `adv20` or `rank(volume)` run once), scoring each as soon as
+/// it is ready. Returns rows in input order and the number of graph nodes.
+fn evaluate_batch(
+    defs: &[AlphaDef],
+    data: &MarketData,
+    alphas: &AlphaSet,
+    score: impl Fn(&Panel) -> Metrics,
+    progress: bool,
+) -> (Vec<Row>, usize) {
+    let mut c = Compiler::new(Schema::of(data), alphas);
+    let mut rows: Vec<Row> = Vec::with_capacity(defs.len());
+    let mut roots = Vec::new();
+    let mut root_row = Vec::new();
+    for d in defs {
+        match c.add(&d.formula) {
+            Ok(r) => {
+                roots.push(r);
+                root_row.push(rows.len());
+                rows.push(Row { id: d.id.clone(), metrics: None, error: None });
+            }
+            Err(e) => rows.push(Row { id: d.id.clone(), metrics: None, error: Some(e.to_string()) }),
+        }
+    }
+    let pb = if progress { indicatif::ProgressBar::new(roots.len() as u64) } else { indicatif::ProgressBar::hidden() };
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} evaluating {pos}/{len} alphas [{elapsed}] {wide_bar} eta {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    evaluate(&c.graph, &roots, data, |i, p: Arc<Panel>| {
+        rows[root_row[i]].metrics = Some(score(&p));
+        pb.inc(1);
+    });
+    pb.finish_and_clear();
+    (rows, c.graph.len())
+}
+
+/// Writes dates `[start, end)` of a signal in long format.
+fn dump(data: &MarketData, signal: &Panel, start: usize, end: usize, out: &Path) -> Result<()> {
+    use polars::prelude::*;
+    let na = data.n_assets();
+    let n = (end - start) * na;
+    let (mut dates, mut syms, mut vals) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    for t in start..end {
+        for (a, s) in data.symbols.iter().enumerate() {
+            let v = signal.get(t, a);
+            dates.push(data.dates[t].0);
+            syms.push(s.as_str());
+            vals.push(if v.is_finite() { Some(v) } else { None });
+        }
+    }
+    let date = Int32Chunked::from_vec("date".into(), dates).into_date().into_column();
+    let mut df = DataFrame::new_infer_height(vec![
+        date,
+        Column::new("symbol".into(), syms),
+        Column::new("value".into(), vals),
+    ])?;
+    let f = std::fs::File::create(out).with_context(|| format!("cannot create {}", out.display()))?;
+    match out.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase().as_str() {
+        "csv" => CsvWriter::new(f).finish(&mut df)?,
+        "parquet" | "pq" => {
+            ParquetWriter::new(f).finish(&mut df)?;
+        }
+        other => bail!("{}: cannot write '.{other}' files; use .parquet or .csv", out.display()),
+    }
+    Ok(())
+}

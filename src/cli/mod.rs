@@ -1,0 +1,80 @@
+//! The `alphaloop` command line.
+
+mod config;
+mod data_cmd;
+mod eval;
+pub mod table;
+
+pub use config::{resolve_data, Config};
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(name = "alphaloop", version, about = "Self-improving alpha mining: evaluate, mine and combine formulaic alphas")]
+pub struct Cli {
+    /// Settings file (default: $ALPHALOOP_CONFIG or ./alphaloop.toml if present).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    /// Log level (error, warn, info, debug, trace); also RUST_LOG.
+    #[arg(long, global = true, default_value = "warn")]
+    pub log: String,
+    #[command(subcommand)]
+    pub cmd: Command,
+}
+
+/// Where the data comes from (shared by every command that reads it).
+#[derive(clap::Args, Debug, Clone)]
+pub struct DataArgs {
+    /// Long-format Parquet/CSV (default: the shipped ../shared/data/sp500_daily.parquet).
+    #[arg(long, env = "ALPHALOOP_DATA")]
+    pub data: Option<PathBuf>,
+    /// `symbol,group` CSV for indneutralize (default: sp500_constituents.csv beside the data).
+    #[arg(long)]
+    pub groups: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Evaluate an alpha expression (or a file of alphas) and print its metrics.
+    Eval(eval::EvalArgs),
+    /// Inspect market data files.
+    Data {
+        #[command(subcommand)]
+        cmd: data_cmd::DataCmd,
+    },
+    /// List every operator of the expression language with its exact meaning.
+    Ops,
+}
+
+/// Runs the CLI; returns the process exit code.
+pub fn run(cli: Cli) -> Result<i32> {
+    let cfg = Config::load(cli.config.as_deref())?;
+    match cli.cmd {
+        Command::Eval(a) => eval::run(a, &cfg),
+        Command::Data { cmd } => data_cmd::run(cmd, &cfg),
+        Command::Ops => {
+            print!("{}", crate::expr::ops::describe());
+            println!("Fields: open, high, low, close, volume (split/dividend adjusted), extra numeric columns of the data,");
+            for (n, d) in crate::data::DERIVED_FIELDS {
+                println!("  {n} = {d}");
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// Loads the data named by `args` (or the defaults), with a spinner for the big file.
+pub fn load_data(args: &DataArgs, cfg: &Config, quiet: bool) -> Result<crate::data::MarketData> {
+    let path = resolve_data(args.data.as_deref(), cfg)?;
+    let groups = args.groups.clone().or_else(|| cfg.groups.clone());
+    let pb = if quiet { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new_spinner() };
+    pb.set_message(format!("loading {}", path.display()));
+    pb.enable_steady_tick(std::time::Duration::from_millis(120));
+    let t = std::time::Instant::now();
+    let data = crate::data::load(&path, &crate::data::LoadOptions { groups })?;
+    pb.finish_and_clear();
+    tracing::info!("loaded {} in {:.2?}", path.display(), t.elapsed());
+    Ok(data)
+}

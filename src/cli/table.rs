@@ -1,0 +1,46 @@
+//! Plain aligned text tables for terminal output.
+
+/// Formats rows as a left-aligned first column and right-aligned others.
+pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
+    let ncol = header.len();
+    let mut w: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate().take(ncol) {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let pad = w[i].saturating_sub(c.chars().count());
+            if i == 0 || i == 1 && header.first() == Some(&"#") {
+                s.push_str(c);
+                s.push_str(&" ".repeat(pad));
+            } else {
+                s.push_str(&" ".repeat(pad));
+                s.push_str(c);
+            }
+            if i + 1 < cells.len() {
+                s.push_str("  ");
+            }
+        }
+        s.trim_end().to_string()
+    };
+    let mut out = line(header.to_vec());
+    out.push('\n');
+    out.push_str(&"-".repeat(w.iter().sum::<usize>() + 2 * (ncol.saturating_sub(1))));
+    for r in rows {
+        out.push('\n');
+        out.push_str(&line(r.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+/// A number with 4 decimals, or `-` for NaN.
+pub fn num(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.4}")
+    } else {
+        "-".into()
+    }
+}

@@ -1,0 +1,274 @@
+//! Reading long-format Parquet/CSV (polars) into adjusted dense panels.
+
+use super::{DataError, Date, Groups, MarketData, Panel};
+use polars::prelude::*;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Columns every data file must have (`adj_close` is optional: without it prices are
+/// taken as already adjusted).
+const REQUIRED: &[&str] = &["date", "symbol", "open", "high", "low", "close", "volume"];
+
+/// How to load a data file.
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions {
+    /// A `symbol,group` CSV (or `sp500_constituents.csv`). When `None`, a
+    /// `sp500_constituents.csv` beside the data file is used if present.
+    pub groups: Option<PathBuf>,
+}
+
+fn read_frame(path: &Path) -> Result<DataFrame, DataError> {
+    if !path.exists() {
+        return Err(DataError::NotFound(path.to_path_buf()));
+    }
+    let read_err = |e: PolarsError| DataError::Read { path: path.to_path_buf(), msg: e.to_string() };
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    match ext.as_str() {
+        "parquet" | "pq" => {
+            let f = std::fs::File::open(path)
+                .map_err(|e| DataError::Read { path: path.to_path_buf(), msg: e.to_string() })?;
+            ParquetReader::new(f).finish().map_err(read_err)
+        }
+        "csv" => CsvReadOptions::default()
+            .with_has_header(true)
+            .with_infer_schema_length(Some(10_000))
+            .try_into_reader_with_file_path(Some(path.to_path_buf()))
+            .and_then(|r| r.finish())
+            .map_err(read_err),
+        _ => Err(DataError::Format { path: path.to_path_buf() }),
+    }
+}
+
+/// Finds a column by case-insensitive name.
+fn find_col<'a>(df: &'a DataFrame, name: &str) -> Option<&'a Column> {
+    df.columns().iter().find(|c| c.name().as_str().eq_ignore_ascii_case(name))
+}
+
+fn column_names(df: &DataFrame) -> String {
+    df.columns().iter().map(|c| c.name().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// A column as `f64` per row (NaN for null), with a clear error for text that is not a number.
+fn numeric(path: &Path, col: &Column) -> Result<Vec<f64>, DataError> {
+    let name = col.name().to_string();
+    let bad = |row: usize, msg: String| DataError::BadValue { path: path.to_path_buf(), column: name.clone(), row, msg };
+    match col.dtype() {
+        DataType::String => {
+            let s = col.str().map_err(|e| bad(0, e.to_string()))?;
+            s.iter()
+                .enumerate()
+                .map(|(i, v)| match v {
+                    None => Ok(f64::NAN),
+                    Some(t) if t.trim().is_empty() || t.trim().eq_ignore_ascii_case("nan") => Ok(f64::NAN),
+                    Some(t) => t.trim().parse::<f64>().map_err(|_| bad(i + 1, format!("'{t}' is not a number"))),
+                })
+                .collect()
+        }
+        dt if dt.is_primitive_numeric() || matches!(dt, DataType::Boolean) => {
+            let c = col.cast(&DataType::Float64).map_err(|e| bad(0, e.to_string()))?;
+            let f = c.f64().map_err(|e| bad(0, e.to_string()))?;
+            Ok(f.iter().map(|v| v.unwrap_or(f64::NAN)).collect())
+        }
+        dt => Err(bad(1, format!("has type {dt}, expected numbers"))),
+    }
+}
+
+fn dates(path: &Path, col: &Column) -> Result<Vec<Date>, DataError> {
+    let bad = |row: usize, msg: String| DataError::BadValue { path: path.to_path_buf(), column: "date".into(), row, msg };
+    match col.dtype() {
+        DataType::Date => {
+            let c = col.cast(&DataType::Int32).map_err(|e| bad(0, e.to_string()))?;
+            let i = c.i32().map_err(|e| bad(0, e.to_string()))?;
+            i.iter()
+                .enumerate()
+                .map(|(r, v)| v.map(Date).ok_or_else(|| bad(r + 1, "missing date".into())))
+                .collect()
+        }
+        DataType::String => {
+            let s = col.str().map_err(|e| bad(0, e.to_string()))?;
+            s.iter()
+                .enumerate()
+                .map(|(r, v)| match v {
+                    None => Err(bad(r + 1, "missing date".into())),
+                    Some(t) => t.parse::<Date>().map_err(|m| bad(r + 1, m)),
+                })
+                .collect()
+        }
+        dt if dt.is_integer() => {
+            // YYYYMMDD integers.
+            let c = col.cast(&DataType::Int64).map_err(|e| bad(0, e.to_string()))?;
+            let i = c.i64().map_err(|e| bad(0, e.to_string()))?;
+            i.iter()
+                .enumerate()
+                .map(|(r, v)| match v {
+                    None => Err(bad(r + 1, "missing date".into())),
+                    Some(n) => n.to_string().parse::<Date>().map_err(|m| bad(r + 1, m)),
+                })
+                .collect()
+        }
+        dt => Err(bad(1, format!("has type {dt}, expected a date"))),
+    }
+}
+
+fn strings(path: &Path, col: &Column) -> Result<Vec<String>, DataError> {
+    let name = col.name().to_string();
+    let bad = |row: usize, msg: String| DataError::BadValue { path: path.to_path_buf(), column: name.clone(), row, msg };
+    let c = col.cast(&DataType::String).map_err(|e| bad(0, e.to_string()))?;
+    let s = c.str().map_err(|e| bad(0, e.to_string()))?;
+    s.iter()
+        .enumerate()
+        .map(|(r, v)| match v {
+            Some(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
+            _ => Err(bad(r + 1, "missing value".into())),
+        })
+        .collect()
+}
+
+/// Loads a long-format file into adjusted panels (see the module docs).
+///
+/// Rows may come in any order; duplicate (date, symbol) pairs, missing columns and
+/// non-numeric values are errors that name the file, column and row.
+pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
+    let df = read_frame(path)?;
+    if df.height() == 0 {
+        return Err(DataError::Empty { path: path.to_path_buf() });
+    }
+    for c in REQUIRED {
+        if find_col(&df, c).is_none() {
+            return Err(DataError::MissingColumn {
+                path: path.to_path_buf(),
+                column: (*c).to_string(),
+                found: column_names(&df),
+            });
+        }
+    }
+    let col = |n: &str| find_col(&df, n).expect("checked above");
+    let row_dates = dates(path, col("date"))?;
+    let row_syms = strings(path, col("symbol"))?;
+
+    // Calendar and universe, both sorted.
+    let mut cal: Vec<Date> = row_dates.clone();
+    cal.sort_unstable();
+    cal.dedup();
+    let mut uni: Vec<String> = row_syms.clone();
+    uni.sort_unstable();
+    uni.dedup();
+    let sym_index: HashMap<&str, usize> = uni.iter().enumerate().map(|(i, s)| (s.as_str(), i)).collect();
+    let nd = cal.len();
+    let na = uni.len();
+
+    // Cell index per row, and duplicate detection.
+    let mut first_row = vec![u32::MAX; nd * na];
+    let mut cell = Vec::with_capacity(row_dates.len());
+    for (r, (d, s)) in row_dates.iter().zip(&row_syms).enumerate() {
+        let t = cal.binary_search(d).expect("date is in the calendar");
+        let a = sym_index[s.as_str()];
+        let c = a * nd + t;
+        if first_row[c] != u32::MAX {
+            return Err(DataError::Duplicate {
+                path: path.to_path_buf(),
+                date: *d,
+                symbol: s.clone(),
+                first: first_row[c] as usize + 1,
+                second: r + 1,
+            });
+        }
+        first_row[c] = r as u32;
+        cell.push(c);
+    }
+    drop(first_row);
+
+    let scatter = |values: &[f64]| {
+        let mut data = vec![f64::NAN; nd * na];
+        for (&c, &v) in cell.iter().zip(values) {
+            data[c] = v;
+        }
+        Panel::from_asset_major(nd, na, data)
+    };
+
+    let close_raw = numeric(path, col("close"))?;
+    let factor: Vec<f64> = match find_col(&df, "adj_close") {
+        Some(adj) => {
+            let adj = numeric(path, adj)?;
+            adj.iter().zip(&close_raw).map(|(a, c)| if *c != 0.0 { a / c } else { f64::NAN }).collect()
+        }
+        None => {
+            tracing::warn!("{}: no adj_close column; prices are taken as already adjusted", path.display());
+            vec![1.0; close_raw.len()]
+        }
+    };
+
+    let mut fields = BTreeMap::new();
+    for name in ["open", "high", "low", "close"] {
+        let raw = if name == "close" { close_raw.clone() } else { numeric(path, col(name))? };
+        let adj: Vec<f64> = raw.iter().zip(&factor).map(|(v, f)| v * f).collect();
+        fields.insert(name.to_string(), Arc::new(scatter(&adj)));
+    }
+    let vol: Vec<f64> = numeric(path, col("volume"))?
+        .iter()
+        .zip(&factor)
+        .map(|(v, f)| if *f != 0.0 { v / f } else { f64::NAN })
+        .collect();
+    fields.insert("volume".to_string(), Arc::new(scatter(&vol)));
+
+    // Extra numeric columns become fields as they are (no adjustment).
+    for c in df.columns() {
+        let lname = c.name().to_ascii_lowercase();
+        if REQUIRED.contains(&lname.as_str()) || lname == "adj_close" {
+            continue;
+        }
+        if c.dtype().is_primitive_numeric() {
+            fields.insert(lname, Arc::new(scatter(&numeric(path, c)?)));
+        } else {
+            tracing::debug!("{}: column '{}' is not numeric; ignored", path.display(), c.name());
+        }
+    }
+
+    let groups_path = opts.groups.clone().or_else(|| {
+        let p = path.parent()?.join("sp500_constituents.csv");
+        p.exists().then_some(p)
+    });
+    let groups = match groups_path {
+        Some(g) => Some(load_groups(&g, &uni)?),
+        None => None,
+    };
+
+    Ok(MarketData { source: path.to_path_buf(), dates: cal, symbols: uni, fields, groups })
+}
+
+/// Reads a `symbol,group` CSV (any header; the symbol column is `symbol`, the group column
+/// is `group`, `sector`, `gics sector`, or else the last column) for the given universe.
+pub fn load_groups(path: &Path, symbols: &[String]) -> Result<Groups, DataError> {
+    let df = read_frame(path)?;
+    let sym = find_col(&df, "symbol").or_else(|| df.columns().first()).ok_or_else(|| DataError::MissingColumn {
+        path: path.to_path_buf(),
+        column: "symbol".into(),
+        found: column_names(&df),
+    })?;
+    let grp = ["group", "sector", "gics sector", "gics_sector"]
+        .iter()
+        .find_map(|n| find_col(&df, n))
+        .or_else(|| df.columns().last().filter(|c| c.name() != sym.name()))
+        .ok_or_else(|| DataError::MissingColumn {
+            path: path.to_path_buf(),
+            column: "group".into(),
+            found: column_names(&df),
+        })?;
+    let syms = strings(path, sym)?;
+    let grps = strings(path, grp)?;
+    let mut names: Vec<String> = grps.clone();
+    names.sort_unstable();
+    names.dedup();
+    let by_sym: HashMap<&str, u32> = syms
+        .iter()
+        .zip(&grps)
+        .map(|(s, g)| (s.as_str(), names.binary_search(g).expect("name listed") as u32))
+        .collect();
+    let ids: Vec<Option<u32>> = symbols.iter().map(|s| by_sym.get(s.as_str()).copied()).collect();
+    let missing = ids.iter().filter(|g| g.is_none()).count();
+    if missing > 0 {
+        tracing::warn!("{}: {missing} symbols have no group; indneutralize gives NaN for them", path.display());
+    }
+    Ok(Groups { ids, names, source: path.to_path_buf() })
+}

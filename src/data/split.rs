@@ -1,0 +1,119 @@
+//! Train / valid / test splits and scoring periods.
+
+use super::{DataError, Date, MarketData};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Date ranges of the three splits (inclusive). Defaults follow `conventions.md`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Splits {
+    pub train: (Date, Date),
+    pub valid: (Date, Date),
+    pub test: (Date, Date),
+}
+
+impl Default for Splits {
+    fn default() -> Splits {
+        let d = |s: &str| s.parse::<Date>().expect("valid built-in date");
+        Splits {
+            train: (d("2000-01-01"), d("2012-12-31")),
+            valid: (d("2013-01-01"), d("2015-12-31")),
+            test: (d("2016-01-01"), d("2018-12-31")),
+        }
+    }
+}
+
+/// Which dates are scored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Period {
+    Train,
+    Valid,
+    Test,
+    /// Every date in the data.
+    All,
+    /// An explicit inclusive range.
+    Range(Date, Date),
+}
+
+impl std::str::FromStr for Period {
+    type Err = String;
+    /// `train`, `valid`, `test`, `all`, or `START:END` (either side may be empty).
+    fn from_str(s: &str) -> Result<Period, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "train" => Ok(Period::Train),
+            "valid" | "validation" => Ok(Period::Valid),
+            "test" => Ok(Period::Test),
+            "all" => Ok(Period::All),
+            other => {
+                let (a, b) = other.split_once(':').ok_or_else(|| {
+                    format!("period '{s}' is not train, valid, test, all or START:END")
+                })?;
+                let a = if a.is_empty() { Date(i32::MIN) } else { a.parse()? };
+                let b = if b.is_empty() { Date(i32::MAX) } else { b.parse()? };
+                if a > b {
+                    return Err(format!("period '{s}' ends before it starts"));
+                }
+                Ok(Period::Range(a, b))
+            }
+        }
+    }
+}
+
+impl fmt::Display for Period {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Period::Train => write!(f, "train"),
+            Period::Valid => write!(f, "valid"),
+            Period::Test => write!(f, "test"),
+            Period::All => write!(f, "all"),
+            Period::Range(a, b) => write!(f, "{a}:{b}"),
+        }
+    }
+}
+
+impl Period {
+    /// The inclusive date range this period covers under `splits`.
+    pub fn range(&self, splits: &Splits) -> (Date, Date) {
+        match self {
+            Period::Train => splits.train,
+            Period::Valid => splits.valid,
+            Period::Test => splits.test,
+            Period::All => (Date(i32::MIN), Date(i32::MAX)),
+            Period::Range(a, b) => (*a, *b),
+        }
+    }
+
+    /// Indices `[start, end)` of the data's dates inside this period; an error naming the
+    /// period and the data's span when none fall inside.
+    pub fn indices(&self, splits: &Splits, data: &MarketData) -> Result<(usize, usize), DataError> {
+        let (a, b) = self.range(splits);
+        let start = data.date_index_ge(a);
+        let end = data.dates.partition_point(|d| *d <= b);
+        if start >= end {
+            let span = match (data.dates.first(), data.dates.last()) {
+                (Some(f), Some(l)) => format!("{f}..{l}"),
+                _ => "no dates".into(),
+            };
+            return Err(DataError::Period(format!(
+                "period '{self}' has no dates in {} (data covers {span}); pass --period START:END or --period all",
+                data.source.display()
+            )));
+        }
+        Ok((start, end))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_periods() {
+        assert_eq!("TRAIN".parse::<Period>(), Ok(Period::Train));
+        let r: Period = "2016-01-01:2016-12-31".parse().expect("range");
+        assert_eq!(r.to_string(), "2016-01-01:2016-12-31");
+        assert!(matches!(":2001-01-01".parse::<Period>(), Ok(Period::Range(_, _))));
+        assert!("2016-12-31:2016-01-01".parse::<Period>().is_err());
+        assert!("nope".parse::<Period>().is_err());
+    }
+}

@@ -1,0 +1,126 @@
+//! The parsed (untyped) syntax tree, with spans for error messages.
+
+use super::error::Span;
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Lt,
+    Gt,
+    Le,
+    Ge,
+    Eq,
+    Ne,
+    And,
+    Or,
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Pow => "^",
+            BinOp::Lt => "<",
+            BinOp::Gt => ">",
+            BinOp::Le => "<=",
+            BinOp::Ge => ">=",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+        }
+    }
+
+    /// The catalogue name of the operator implementing this symbol.
+    pub fn op_name(self) -> &'static str {
+        match self {
+            BinOp::Add => "add",
+            BinOp::Sub => "sub",
+            BinOp::Mul => "mul",
+            BinOp::Div => "div",
+            BinOp::Pow => "pow",
+            BinOp::Lt => "lt",
+            BinOp::Gt => "gt",
+            BinOp::Le => "le",
+            BinOp::Ge => "ge",
+            BinOp::Eq => "eq",
+            BinOp::Ne => "ne",
+            BinOp::And => "and",
+            BinOp::Or => "or",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    Num(f64),
+    /// A field (`close`), derived field (`adv20`) or group level (`IndClass.sector`).
+    Ident(String),
+    /// `alpha:ID`, another alpha's signal.
+    AlphaRef(String),
+    Call { name: String, name_span: Span, args: Vec<Expr> },
+    Neg(Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+impl Expr {
+    /// Number of nodes in the tree (a complexity measure).
+    pub fn size(&self) -> usize {
+        1 + match &self.kind {
+            ExprKind::Num(_) | ExprKind::Ident(_) | ExprKind::AlphaRef(_) => 0,
+            ExprKind::Call { args, .. } => args.iter().map(Expr::size).sum(),
+            ExprKind::Neg(a) => a.size(),
+            ExprKind::Binary(_, a, b) => a.size() + b.size(),
+            ExprKind::Ternary(a, b, c) => a.size() + b.size() + c.size(),
+        }
+    }
+
+    /// Depth of the tree.
+    pub fn depth(&self) -> usize {
+        1 + match &self.kind {
+            ExprKind::Num(_) | ExprKind::Ident(_) | ExprKind::AlphaRef(_) => 0,
+            ExprKind::Call { args, .. } => args.iter().map(Expr::depth).max().unwrap_or(0),
+            ExprKind::Neg(a) => a.depth(),
+            ExprKind::Binary(_, a, b) => a.depth().max(b.depth()),
+            ExprKind::Ternary(a, b, c) => a.depth().max(b.depth()).max(c.depth()),
+        }
+    }
+}
+
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            ExprKind::Num(v) => write!(f, "{v}"),
+            ExprKind::Ident(s) => write!(f, "{s}"),
+            ExprKind::AlphaRef(s) => write!(f, "alpha:{s}"),
+            ExprKind::Call { name, args, .. } => {
+                write!(f, "{name}(")?;
+                for (i, a) in args.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{a}")?;
+                }
+                write!(f, ")")
+            }
+            ExprKind::Neg(a) => write!(f, "(-{a})"),
+            ExprKind::Binary(op, a, b) => write!(f, "({a} {} {b})", op.symbol()),
+            ExprKind::Ternary(c, a, b) => write!(f, "({c} ? {a} : {b})"),
+        }
+    }
+}

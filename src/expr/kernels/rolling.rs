@@ -1,0 +1,388 @@
+//! Time-series window kernels over one asset's series.
+//!
+//! Rule (conventions.md): the window is the past `d` days including today, and a result
+//! exists only when all `d` values are finite (pandas `rolling(d)`); otherwise NaN.
+//! Every kernel is O(n) in the series length except `ts_rank`, which counts within the
+//! window (O(n·d) with a branch-free, vectorised count).
+//!
+//! Running sums drift and cancel; to stay exact to a few ulps they are recomputed from
+//! scratch once per `d` steps (O(1) amortised) around an anchor near the window mean, and
+//! a run of `d` identical values gives exactly zero variance, as pandas does.
+
+use crate::data::Panel;
+use rayon::prelude::*;
+use std::collections::VecDeque;
+
+/// Applies a one-input kernel to every asset in parallel.
+pub fn per_asset(x: &Panel, k: impl Fn(&[f64], &mut [f64]) + Sync) -> Panel {
+    let mut out = Panel::nan(x.n_dates(), x.n_assets());
+    let nd = x.n_dates();
+    if nd == 0 {
+        return out;
+    }
+    out.par_series_mut().enumerate().for_each(|(a, o)| k(&x.as_slice()[a * nd..(a + 1) * nd], o));
+    out
+}
+
+/// Applies a two-input kernel to every asset in parallel.
+pub fn per_asset2(x: &Panel, y: &Panel, k: impl Fn(&[f64], &[f64], &mut [f64]) + Sync) -> Panel {
+    let mut out = Panel::nan(x.n_dates(), x.n_assets());
+    let nd = x.n_dates();
+    if nd == 0 {
+        return out;
+    }
+    out.par_series_mut()
+        .enumerate()
+        .for_each(|(a, o)| k(&x.as_slice()[a * nd..(a + 1) * nd], &y.as_slice()[a * nd..(a + 1) * nd], o));
+    out
+}
+
+#[inline(always)]
+fn bad(v: f64) -> usize {
+    usize::from(!v.is_finite())
+}
+
+/// `x[t - d]`.
+pub fn delay(x: &[f64], d: usize, out: &mut [f64]) {
+    let n = x.len();
+    out[..d.min(n)].fill(f64::NAN);
+    if d < n {
+        out[d..].copy_from_slice(&x[..n - d]);
+    }
+}
+
+/// `x[t] - x[t - d]`.
+pub fn delta(x: &[f64], d: usize, out: &mut [f64]) {
+    let n = x.len();
+    out[..d.min(n)].fill(f64::NAN);
+    for t in d..n {
+        out[t] = x[t] - x[t - d];
+    }
+}
+
+/// Walks the windows of length `d` whose values are all finite, calling
+/// `f(t, refresh, constant)`: `refresh` is due at the first valid window after a gap and
+/// every `d` steps after (the caller then recomputes its sums exactly); `constant` is true
+/// when all `d` values are identical.
+#[inline(always)]
+fn windows(x: &[f64], d: usize, mut f: impl FnMut(usize, bool, bool)) {
+    let n = x.len();
+    let mut nbad = 0usize;
+    let mut since = usize::MAX; // steps since the last exact recompute
+    let mut run = 0usize;
+    for t in 0..n {
+        nbad += bad(x[t]);
+        if t >= d {
+            nbad -= bad(x[t - d]);
+        }
+        run = run_len(x, t, run);
+        if t + 1 < d || nbad > 0 {
+            since = usize::MAX;
+            continue;
+        }
+        let refresh = since >= d;
+        since = if refresh { 1 } else { since + 1 };
+        f(t, refresh, run >= d);
+    }
+}
+
+/// Window sum.
+pub fn sum(x: &[f64], d: usize, out: &mut [f64]) {
+    out.fill(f64::NAN);
+    let mut s = 0.0;
+    windows(x, d, |t, refresh, _| {
+        if refresh {
+            s = x[t + 1 - d..=t].iter().sum();
+        } else {
+            s += x[t] - x[t - d];
+        }
+        out[t] = s;
+    });
+}
+
+/// Window mean.
+pub fn mean(x: &[f64], d: usize, out: &mut [f64]) {
+    sum(x, d, out);
+    let inv = 1.0 / d as f64;
+    out.iter_mut().for_each(|v| *v *= inv);
+}
+
+/// Sets NaN on every window that holds a non-finite value.
+fn mark_invalid(x: &[f64], d: usize, out: &mut [f64]) {
+    let mut last_bad: isize = -1;
+    for t in 0..x.len() {
+        if !x[t].is_finite() {
+            last_bad = t as isize;
+        }
+        if t + 1 < d || last_bad > t as isize - d as isize {
+            out[t] = f64::NAN;
+        }
+    }
+}
+
+/// Length of the run of identical finite values ending at t (0 for non-finite).
+#[inline(always)]
+fn run_len(x: &[f64], t: usize, prev: usize) -> usize {
+    if !x[t].is_finite() {
+        0
+    } else if t > 0 && x[t] == x[t - 1] {
+        prev + 1
+    } else {
+        1
+    }
+}
+
+/// Sample standard deviation (ddof = 1); NaN for d = 1, exactly 0 for a constant window.
+pub fn std(x: &[f64], d: usize, out: &mut [f64]) {
+    out.fill(f64::NAN);
+    if d < 2 {
+        return;
+    }
+    let (mut k, mut s1, mut s2) = (0.0, 0.0, 0.0);
+    let dn = d as f64;
+    windows(x, d, |t, refresh, constant| {
+        if refresh {
+            let w = &x[t + 1 - d..=t];
+            k = w.iter().sum::<f64>() / dn;
+            s1 = w.iter().map(|v| v - k).sum();
+            s2 = w.iter().map(|v| (v - k) * (v - k)).sum();
+        } else {
+            let (a, r) = (x[t] - k, x[t - d] - k);
+            s1 += a - r;
+            s2 += a * a - r * r;
+        }
+        let var = (s2 - s1 * s1 / dn) / (dn - 1.0);
+        out[t] = if constant || var <= 0.0 { 0.0 } else { var.sqrt() };
+    });
+}
+
+/// Co-moment sums of a pair of series around anchors, refreshed exactly once per window.
+struct Comoments {
+    kx: f64,
+    ky: f64,
+    sx: f64,
+    sy: f64,
+    sxx: f64,
+    syy: f64,
+    sxy: f64,
+}
+
+impl Comoments {
+    fn exact(x: &[f64], y: &[f64]) -> Comoments {
+        let n = x.len() as f64;
+        let kx = x.iter().sum::<f64>() / n;
+        let ky = y.iter().sum::<f64>() / n;
+        let mut c = Comoments { kx, ky, sx: 0.0, sy: 0.0, sxx: 0.0, syy: 0.0, sxy: 0.0 };
+        for (a, b) in x.iter().zip(y) {
+            c.push(*a, *b, 1.0);
+        }
+        c
+    }
+
+    #[inline(always)]
+    fn push(&mut self, x: f64, y: f64, sign: f64) {
+        let (a, b) = (x - self.kx, y - self.ky);
+        self.sx += sign * a;
+        self.sy += sign * b;
+        self.sxx += sign * a * a;
+        self.syy += sign * b * b;
+        self.sxy += sign * a * b;
+    }
+
+    /// (cov, var_x, var_y), each with ddof = 1.
+    fn moments(&self, d: f64) -> (f64, f64, f64) {
+        let cov = (self.sxy - self.sx * self.sy / d) / (d - 1.0);
+        let vx = (self.sxx - self.sx * self.sx / d) / (d - 1.0);
+        let vy = (self.syy - self.sy * self.sy / d) / (d - 1.0);
+        (cov, vx, vy)
+    }
+}
+
+/// Walks the windows where both series are finite, keeping the co-moments and the runs of
+/// identical values of each side current; `f(t, moments, x constant, y constant)`.
+fn pair_windows(x: &[f64], y: &[f64], d: usize, out: &mut [f64], mut f: impl FnMut((f64, f64, f64), bool, bool) -> f64) {
+    out.fill(f64::NAN);
+    let n = x.len();
+    if d < 2 {
+        return;
+    }
+    // A cell counts as missing when either side is.
+    let joint_bad = |t: usize| bad(x[t]) | bad(y[t]);
+    let (mut nbad, mut since) = (0usize, usize::MAX);
+    let (mut rx, mut ry) = (0usize, 0usize);
+    let mut c = Comoments { kx: 0.0, ky: 0.0, sx: 0.0, sy: 0.0, sxx: 0.0, syy: 0.0, sxy: 0.0 };
+    let dn = d as f64;
+    for t in 0..n {
+        rx = run_len(x, t, rx);
+        ry = run_len(y, t, ry);
+        nbad += joint_bad(t);
+        if t >= d {
+            nbad -= joint_bad(t - d);
+        }
+        if t + 1 < d || nbad > 0 {
+            since = usize::MAX;
+            continue;
+        }
+        if since >= d {
+            c = Comoments::exact(&x[t + 1 - d..=t], &y[t + 1 - d..=t]);
+            since = 1;
+        } else {
+            c.push(x[t], y[t], 1.0);
+            c.push(x[t - d], y[t - d], -1.0);
+            since += 1;
+        }
+        out[t] = f(c.moments(dn), rx >= d, ry >= d);
+    }
+}
+
+/// Sample covariance (ddof = 1).
+pub fn cov(x: &[f64], y: &[f64], d: usize, out: &mut [f64]) {
+    pair_windows(x, y, d, out, |(c, _, _), cx, cy| if cx || cy { 0.0 } else { c });
+}
+
+/// Pearson correlation; NaN when either side has zero variance in the window.
+pub fn corr(x: &[f64], y: &[f64], d: usize, out: &mut [f64]) {
+    pair_windows(x, y, d, out, |(c, vx, vy), cx, cy| {
+        if cx || cy || vx <= 0.0 || vy <= 0.0 {
+            f64::NAN
+        } else {
+            (c / (vx.sqrt() * vy.sqrt())).clamp(-1.0, 1.0)
+        }
+    });
+}
+
+/// Which statistic a monotonic-deque pass returns.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Extreme {
+    Min,
+    Max,
+    ArgMin,
+    ArgMax,
+}
+
+/// `ts_min`, `ts_max`, `ts_argmin`, `ts_argmax` with a monotonic deque. Arg positions are
+/// 1-based from the oldest day (d = today); ties resolve to the oldest occurrence, as
+/// numpy's argmax does.
+pub fn extreme(x: &[f64], d: usize, which: Extreme, out: &mut [f64]) {
+    out.fill(f64::NAN);
+    let is_max = matches!(which, Extreme::Max | Extreme::ArgMax);
+    let mut q: VecDeque<usize> = VecDeque::with_capacity(d + 1);
+    let mut last_bad: isize = -1;
+    for t in 0..x.len() {
+        let v = x[t];
+        if !v.is_finite() {
+            last_bad = t as isize;
+            q.clear();
+            continue;
+        }
+        // Strict comparison keeps older equal values in front.
+        while let Some(&b) = q.back() {
+            if (is_max && x[b] < v) || (!is_max && x[b] > v) {
+                q.pop_back();
+            } else {
+                break;
+            }
+        }
+        q.push_back(t);
+        if t + 1 < d {
+            continue;
+        }
+        let start = t + 1 - d;
+        while let Some(&f) = q.front() {
+            if f < start {
+                q.pop_front();
+            } else {
+                break;
+            }
+        }
+        if last_bad >= start as isize {
+            continue;
+        }
+        let f = q[0];
+        out[t] = match which {
+            Extreme::Min | Extreme::Max => x[f],
+            Extreme::ArgMin | Extreme::ArgMax => (f - start + 1) as f64,
+        };
+    }
+}
+
+/// Window product, by block prefix/suffix products (van Herk / Gil-Werman): exact O(n).
+pub fn product(x: &[f64], d: usize, out: &mut [f64]) {
+    let n = x.len();
+    out.fill(f64::NAN);
+    if d == 1 {
+        out.copy_from_slice(x);
+        mark_invalid(x, d, out);
+        return;
+    }
+    let v = |i: usize| if x[i].is_finite() { x[i] } else { 1.0 };
+    let mut pre = vec![0.0; n];
+    let mut suf = vec![0.0; n];
+    for i in 0..n {
+        pre[i] = if i % d == 0 { v(i) } else { pre[i - 1] * v(i) };
+    }
+    for i in (0..n).rev() {
+        suf[i] = if i % d == d - 1 || i == n - 1 { v(i) } else { v(i) * suf[i + 1] };
+    }
+    for t in d - 1..n {
+        let s = t + 1 - d;
+        out[t] = if s % d == 0 { pre[t] } else { suf[s] * pre[t] };
+        if out[t].is_infinite() {
+            out[t] = f64::NAN;
+        }
+    }
+    mark_invalid(x, d, out);
+}
+
+/// Percentile rank of today's value among the window's d values, ties averaged, in (0, 1].
+pub fn ts_rank(x: &[f64], d: usize, out: &mut [f64]) {
+    out.fill(f64::NAN);
+    let mut nbad = 0usize;
+    for t in 0..x.len() {
+        nbad += bad(x[t]);
+        if t >= d {
+            nbad -= bad(x[t - d]);
+        }
+        if t + 1 < d || nbad > 0 {
+            continue;
+        }
+        let v = x[t];
+        let w = &x[t + 1 - d..=t];
+        let (mut lt, mut eq) = (0u32, 0u32);
+        for &u in w {
+            lt += u32::from(u < v);
+            eq += u32::from(u == v);
+        }
+        out[t] = (lt as f64 + (eq as f64 + 1.0) / 2.0) / d as f64;
+    }
+}
+
+/// Linearly decaying weighted mean: weight d for today down to 1 for the oldest day,
+/// normalised to sum 1. O(n): W(t) = W(t-1) + d·x(t) − S(t-1), S the plain window sum.
+pub fn decay_linear(x: &[f64], d: usize, out: &mut [f64]) {
+    out.fill(f64::NAN);
+    let norm = (d * (d + 1)) as f64 / 2.0;
+    let dn = d as f64;
+    let (mut w, mut s) = (0.0, 0.0);
+    windows(x, d, |t, refresh, _| {
+        if refresh {
+            let win = &x[t + 1 - d..=t];
+            s = win.iter().sum();
+            w = win.iter().enumerate().map(|(i, v)| (i + 1) as f64 * v).sum();
+        } else {
+            w += dn * x[t] - s;
+            s += x[t] - x[t - d];
+        }
+        out[t] = w / norm;
+    });
+}
+
+/// Runs a window kernel on every asset of a panel.
+pub fn apply(x: &Panel, d: usize, k: fn(&[f64], usize, &mut [f64])) -> Panel {
+    per_asset(x, |s, o| k(s, d, o))
+}
+
+/// Runs a two-input window kernel on every asset.
+pub fn apply2(x: &Panel, y: &Panel, d: usize, k: fn(&[f64], &[f64], usize, &mut [f64])) -> Panel {
+    per_asset2(x, y, |a, b, o| k(a, b, d, o))
+}

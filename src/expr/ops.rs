@@ -1,0 +1,231 @@
+//! The operator catalogue: every operator of the expression language, its arguments, its
+//! exact meaning and its kernel, in one place. Adding an operator means adding one entry
+//! to [`CATALOGUE`]. Prompts and `alphaloop ops` are generated from this table, so the
+//! documentation can never drift from the code.
+//!
+//! Semantics follow `conventions.md`; NaN in gives NaN out unless stated; no operator ever
+//! returns ±inf (it becomes NaN).
+
+use super::kernels::cross;
+use super::kernels::elementwise::{map1, map2, map3};
+use super::kernels::rolling::{self, Extreme};
+use super::kernels::Value;
+use crate::data::Groups;
+use std::sync::Arc;
+
+/// What an argument must be.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Param {
+    /// Any series or number.
+    Series,
+    /// A series or number that may be omitted (then it takes the default).
+    Optional(f64),
+    /// A positive constant number of days; fractions are floored.
+    Window,
+    /// A group classification: `IndClass.sector`, `IndClass.industry`, `IndClass.subindustry`.
+    Group,
+}
+
+/// How an operator reads the panel (decides how it is parallelised).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Cell by cell; folded at compile time when all inputs are constants.
+    Elementwise,
+    /// Along each asset's history.
+    TimeSeries,
+    /// Across assets on each date.
+    CrossSection,
+}
+
+/// What a kernel gets besides its inputs.
+pub struct OpCtx<'a> {
+    pub n_dates: usize,
+    pub n_assets: usize,
+    /// Window arguments, in order.
+    pub windows: &'a [usize],
+    pub groups: Option<&'a Groups>,
+}
+
+pub type EvalFn = fn(Vec<Value>, &OpCtx) -> Value;
+
+/// One operator.
+pub struct OpDef {
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub params: &'static [Param],
+    pub kind: Kind,
+    /// Call form and exact meaning, as shown to users and to the LLM writer.
+    pub doc: &'static str,
+    pub eval: EvalFn,
+}
+
+impl std::fmt::Debug for OpDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.name)
+    }
+}
+
+impl OpDef {
+    /// Number of required arguments.
+    pub fn min_args(&self) -> usize {
+        self.params.iter().filter(|p| !matches!(p, Param::Optional(_))).count()
+    }
+
+    /// Whether this operator is written as a symbol (`+`) rather than a call.
+    pub fn is_symbolic(&self) -> bool {
+        self.doc.starts_with("x ") || self.doc.starts_with("-x") || self.doc.starts_with("c ?")
+    }
+}
+
+use Kind::*;
+use Param::*;
+
+const S: &[Param] = &[Series];
+const SS: &[Param] = &[Series, Series];
+const SSS: &[Param] = &[Series, Series, Series];
+const SW: &[Param] = &[Series, Window];
+const SSW: &[Param] = &[Series, Series, Window];
+
+fn args<const N: usize>(v: Vec<Value>) -> [Value; N] {
+    v.try_into().unwrap_or_else(|v: Vec<Value>| panic!("arity checked at compile time, got {}", v.len()))
+}
+
+#[inline(always)]
+fn b(v: bool) -> f64 {
+    if v {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+/// Comparison: 1.0 / 0.0, NaN if an input is NaN.
+fn cmp(v: Vec<Value>, f: fn(f64, f64) -> bool) -> Value {
+    let [x, y] = args(v);
+    map2(x, y, move |a, c| if a.is_nan() || c.is_nan() { f64::NAN } else { b(f(a, c)) })
+}
+
+fn ts(v: Vec<Value>, c: &OpCtx, k: fn(&[f64], usize, &mut [f64])) -> Value {
+    let [x] = args(v);
+    let p = x.into_panel(c.n_dates, c.n_assets);
+    Value::Panel(Arc::new(rolling::apply(&p, c.windows[0], k)))
+}
+
+fn ts2(v: Vec<Value>, c: &OpCtx, k: fn(&[f64], &[f64], usize, &mut [f64])) -> Value {
+    let [x, y] = args(v);
+    let (x, y) = (x.into_panel(c.n_dates, c.n_assets), y.into_panel(c.n_dates, c.n_assets));
+    Value::Panel(Arc::new(rolling::apply2(&x, &y, c.windows[0], k)))
+}
+
+fn ts_extreme(v: Vec<Value>, c: &OpCtx, which: Extreme) -> Value {
+    let [x] = args(v);
+    let p = x.into_panel(c.n_dates, c.n_assets);
+    let d = c.windows[0];
+    Value::Panel(Arc::new(rolling::per_asset(&p, |s, o| rolling::extreme(s, d, which, o))))
+}
+
+fn cs(v: Vec<Value>, c: &OpCtx, k: fn(&crate::data::Panel) -> crate::data::Panel) -> Value {
+    let [x] = args(v);
+    Value::Panel(Arc::new(k(&x.into_panel(c.n_dates, c.n_assets))))
+}
+
+/// The catalogue. Names are matched case-insensitively.
+pub static CATALOGUE: &[OpDef] = &[
+    // ---- arithmetic and logic (element-wise) ----
+    OpDef { name: "add", aliases: &[], params: SS, kind: Elementwise, doc: "x + y", eval: |v, _| { let [x, y] = args(v); map2(x, y, |a, b| a + b) } },
+    OpDef { name: "sub", aliases: &[], params: SS, kind: Elementwise, doc: "x - y", eval: |v, _| { let [x, y] = args(v); map2(x, y, |a, b| a - b) } },
+    OpDef { name: "mul", aliases: &[], params: SS, kind: Elementwise, doc: "x * y", eval: |v, _| { let [x, y] = args(v); map2(x, y, |a, b| a * b) } },
+    OpDef { name: "div", aliases: &[], params: SS, kind: Elementwise, doc: "x / y; division by zero gives NaN", eval: |v, _| { let [x, y] = args(v); map2(x, y, |a, b| if b == 0.0 { f64::NAN } else { a / b }) } },
+    OpDef { name: "pow", aliases: &[], params: SS, kind: Elementwise, doc: "x ^ y: x to the power y; NaN for a negative x with a fractional y", eval: |v, _| { let [x, y] = args(v); map2(x, y, f64::powf) } },
+    OpDef { name: "neg", aliases: &[], params: S, kind: Elementwise, doc: "-x", eval: |v, _| { let [x] = args(v); map1(x, |a| -a) } },
+    OpDef { name: "lt", aliases: &[], params: SS, kind: Elementwise, doc: "x < y: 1 or 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| a < b) },
+    OpDef { name: "gt", aliases: &[], params: SS, kind: Elementwise, doc: "x > y: 1 or 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| a > b) },
+    OpDef { name: "le", aliases: &[], params: SS, kind: Elementwise, doc: "x <= y: 1 or 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| a <= b) },
+    OpDef { name: "ge", aliases: &[], params: SS, kind: Elementwise, doc: "x >= y: 1 or 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| a >= b) },
+    OpDef { name: "eq", aliases: &[], params: SS, kind: Elementwise, doc: "x == y: 1 or 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| a == b) },
+    OpDef { name: "ne", aliases: &[], params: SS, kind: Elementwise, doc: "x != y: 1 or 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| a != b) },
+    OpDef { name: "and", aliases: &[], params: SS, kind: Elementwise, doc: "x && y: 1 if both are non-zero else 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| a != 0.0 && b != 0.0) },
+    OpDef { name: "or", aliases: &[], params: SS, kind: Elementwise, doc: "x || y: 1 if either is non-zero else 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| a != 0.0 || b != 0.0) },
+    OpDef { name: "where", aliases: &["if_else"], params: SSS, kind: Elementwise, doc: "c ? x : y: x where c is non-zero, y where c is zero, NaN where c is NaN", eval: |v, _| {
+        let [c, x, y] = args(v);
+        map3(c, x, y, |c, x, y| if c.is_nan() { f64::NAN } else if c != 0.0 { x } else { y })
+    } },
+    // ---- element-wise functions ----
+    OpDef { name: "abs", aliases: &[], params: S, kind: Elementwise, doc: "abs(x): absolute value", eval: |v, _| { let [x] = args(v); map1(x, f64::abs) } },
+    OpDef { name: "sign", aliases: &[], params: S, kind: Elementwise, doc: "sign(x): -1, 0 or 1", eval: |v, _| { let [x] = args(v); map1(x, |a| if a > 0.0 { 1.0 } else if a < 0.0 { -1.0 } else { a * 0.0 }) } },
+    OpDef { name: "log", aliases: &["ln"], params: S, kind: Elementwise, doc: "log(x): natural log, NaN for x <= 0", eval: |v, _| { let [x] = args(v); map1(x, |a| if a > 0.0 { a.ln() } else { f64::NAN }) } },
+    OpDef { name: "signedpower", aliases: &[], params: SS, kind: Elementwise, doc: "signedpower(x, a) = sign(x) * |x|^a", eval: |v, _| {
+        let [x, y] = args(v);
+        map2(x, y, |a, e| if a.is_nan() { f64::NAN } else if a == 0.0 { 0.0f64.powf(e) } else { a.signum() * a.abs().powf(e) })
+    } },
+    OpDef { name: "min2", aliases: &[], params: SS, kind: Elementwise, doc: "min(x, y) with two series: element-wise minimum, NaN if either is NaN", eval: |v, _| {
+        let [x, y] = args(v);
+        map2(x, y, |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) })
+    } },
+    OpDef { name: "max2", aliases: &[], params: SS, kind: Elementwise, doc: "max(x, y) with two series: element-wise maximum, NaN if either is NaN", eval: |v, _| {
+        let [x, y] = args(v);
+        map2(x, y, |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) })
+    } },
+    // ---- time series: the past d days including today; a value only when all d are finite ----
+    OpDef { name: "delay", aliases: &[], params: SW, kind: TimeSeries, doc: "delay(x, d): x d days ago", eval: |v, c| ts(v, c, rolling::delay) },
+    OpDef { name: "delta", aliases: &[], params: SW, kind: TimeSeries, doc: "delta(x, d) = x - delay(x, d)", eval: |v, c| ts(v, c, rolling::delta) },
+    OpDef { name: "ts_sum", aliases: &["sum"], params: SW, kind: TimeSeries, doc: "ts_sum(x, d) / sum(x, d): sum over the past d days", eval: |v, c| ts(v, c, rolling::sum) },
+    OpDef { name: "ts_mean", aliases: &["mean"], params: SW, kind: TimeSeries, doc: "ts_mean(x, d): mean over the past d days", eval: |v, c| ts(v, c, rolling::mean) },
+    OpDef { name: "ts_std", aliases: &["stddev"], params: SW, kind: TimeSeries, doc: "ts_std(x, d) / stddev(x, d): sample standard deviation (ddof = 1) over the past d days", eval: |v, c| ts(v, c, rolling::std) },
+    OpDef { name: "ts_corr", aliases: &["correlation"], params: SSW, kind: TimeSeries, doc: "ts_corr(x, y, d) / correlation(x, y, d): Pearson correlation over the past d days; NaN when either side is constant", eval: |v, c| ts2(v, c, rolling::corr) },
+    OpDef { name: "ts_cov", aliases: &["covariance"], params: SSW, kind: TimeSeries, doc: "ts_cov(x, y, d) / covariance(x, y, d): sample covariance (ddof = 1) over the past d days", eval: |v, c| ts2(v, c, rolling::cov) },
+    OpDef { name: "ts_min", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_min(x, d), also min(x, d) with a constant d: minimum over the past d days", eval: |v, c| ts_extreme(v, c, Extreme::Min) },
+    OpDef { name: "ts_max", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_max(x, d), also max(x, d) with a constant d: maximum over the past d days", eval: |v, c| ts_extreme(v, c, Extreme::Max) },
+    OpDef { name: "ts_argmin", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_argmin(x, d): 1-based day of the minimum counted from the oldest (d = today); ties give the oldest", eval: |v, c| ts_extreme(v, c, Extreme::ArgMin) },
+    OpDef { name: "ts_argmax", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_argmax(x, d): 1-based day of the maximum counted from the oldest (d = today); ties give the oldest", eval: |v, c| ts_extreme(v, c, Extreme::ArgMax) },
+    OpDef { name: "ts_product", aliases: &["product"], params: SW, kind: TimeSeries, doc: "ts_product(x, d) / product(x, d): product over the past d days", eval: |v, c| ts(v, c, rolling::product) },
+    OpDef { name: "ts_rank", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_rank(x, d): percentile rank of today's value among the past d values, ties averaged, in (0, 1]", eval: |v, c| ts(v, c, rolling::ts_rank) },
+    OpDef { name: "decay_linear", aliases: &[], params: SW, kind: TimeSeries, doc: "decay_linear(x, d): weighted mean with weights d (today) down to 1 (oldest), normalised to sum 1", eval: |v, c| ts(v, c, rolling::decay_linear) },
+    // ---- cross-sectional: across stocks on each date ----
+    OpDef { name: "rank", aliases: &["cs_rank"], params: S, kind: CrossSection, doc: "rank(x): percentile rank across stocks in (0, 1], ties averaged, NaN ignored", eval: |v, c| cs(v, c, cross::rank) },
+    OpDef { name: "scale", aliases: &[], params: &[Series, Optional(1.0)], kind: CrossSection, doc: "scale(x, a = 1): x * a / sum(|x|) across stocks", eval: |v, c| {
+        let [x, a] = args(v);
+        let s = Value::Panel(Arc::new(cross::scale(&x.into_panel(c.n_dates, c.n_assets))));
+        map2(s, a, |s, a| s * a)
+    } },
+    OpDef { name: "indneutralize", aliases: &[], params: &[Series, Group], kind: CrossSection, doc: "indneutralize(x, IndClass.sector): x minus its same-date mean within the stock's group (with the shipped data every level is the GICS sector)", eval: |v, c| {
+        let [x] = args(v);
+        let p = x.into_panel(c.n_dates, c.n_assets);
+        let g = c.groups.expect("groups checked at compile time");
+        Value::Panel(Arc::new(cross::indneutralize(&p, g)))
+    } },
+];
+
+/// Finds an operator by name or alias (case-insensitive).
+pub fn lookup(name: &str) -> Option<&'static OpDef> {
+    let n = name.to_ascii_lowercase();
+    CATALOGUE.iter().find(|o| o.name == n || o.aliases.contains(&n.as_str()))
+}
+
+/// Every name a user can call (names and aliases of the non-symbolic operators, plus
+/// `min`/`max`).
+pub fn callable_names() -> Vec<&'static str> {
+    let mut v: Vec<&str> = CATALOGUE
+        .iter()
+        .filter(|o| !o.is_symbolic() && o.name != "min2" && o.name != "max2")
+        .flat_map(|o| std::iter::once(o.name).chain(o.aliases.iter().copied()))
+        .collect();
+    v.extend(["min", "max"]);
+    v
+}
+
+/// The catalogue as text, one operator per line, grouped by kind (for `alphaloop ops`
+/// and the writer's prompt).
+pub fn describe() -> String {
+    let mut s = String::new();
+    for (kind, title) in [(Elementwise, "Element-wise"), (TimeSeries, "Time-series (past d days including today; NaN unless all d values are finite)"), (CrossSection, "Cross-sectional (across stocks, per date)")] {
+        s.push_str(title);
+        s.push_str(":\n");
+        for o in CATALOGUE.iter().filter(|o| o.kind == kind) {
+            s.push_str("  ");
+            s.push_str(o.doc);
+            s.push('\n');
+        }
+    }
+    s
+}

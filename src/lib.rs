@@ -1,0 +1,13 @@
+//! alphaloop: a self-improving alpha-mining engine.
+//!
+//! * [`data`]: long-format market data into dense adjusted panels, groups, splits.
+//! * [`expr`]: the alpha expression language and its vectorised evaluator.
+//! * [`backtest`]: factor metrics (IC, Rank IC, long-short, turnover, ...) exactly as
+//!   `conventions.md` defines them.
+//! * [`seeds`]: seed alpha files (`alpha_kb/seeds/*.toml`).
+
+pub mod backtest;
+pub mod data;
+pub mod expr;
+pub mod seeds;
+pub mod cli;
