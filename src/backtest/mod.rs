@@ -148,8 +148,10 @@ impl Scorer {
     /// Scores one signal (a panel over the same data the scorer was built on).
     pub fn score(&self, signal: &Panel) -> Metrics {
         let na = self.n_assets;
+        // Scored dates are those whose label lies inside the period.
+        let last = self.end.saturating_sub(self.cfg.gap + self.cfg.horizon).max(self.start);
         let mut rows = Vec::new();
-        signal.to_date_major(self.start, self.end, &mut rows);
+        signal.to_date_major(self.start, last, &mut rows);
         let min = self.cfg.min_stocks;
         let days: Vec<Day> = rows
             .par_chunks(na)

@@ -1,0 +1,94 @@
+//! The `alphaloop` binary as a user runs it, on the real sample data.
+
+mod common;
+
+use common::{bin, sample, shared};
+use polars::prelude::*;
+
+fn sample_arg() -> String {
+    shared("data/sp500_sample.parquet").display().to_string()
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = bin().args(args).output().expect("runs");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn eval_json_has_the_documented_keys() {
+    let data = sample_arg();
+    let (code, out, err) = run(&["eval", "--data", &data, "--period", "2016-01-01:2017-12-31", "--json", "-1 * rank(delta(close, 5))"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json object");
+    for k in ["ic", "rank_ic", "icir", "ic_tstat", "sharpe", "ann_return", "max_drawdown", "turnover", "coverage", "distinctness", "n_days", "ic_h5", "ic_h10", "ic_h20"] {
+        assert!(v.get(k).is_some(), "missing key {k}");
+    }
+    assert!(v["n_days"].as_u64().is_some_and(|n| n > 400 && n < 504), "{}", v["n_days"]);
+    assert!(v["coverage"].as_f64().is_some_and(|c| c > 0.99));
+}
+
+#[test]
+fn eval_reports_expression_errors_with_a_caret() {
+    let (code, _, err) = run(&["eval", "--data", &sample_arg(), "--period", "all", "rank(delta(clsoe, 5))"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown field 'clsoe' at 12; did you mean 'close'?"), "{err}");
+    assert!(err.contains("\n             ^^^^^"), "{err}");
+}
+
+#[test]
+fn missing_data_is_explained() {
+    let (code, _, err) = run(&["eval", "--data", "/no/such/file.parquet", "close"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("data file not found: /no/such/file.parquet"), "{err}");
+}
+
+#[test]
+fn eval_file_ranks_many_alphas_and_reports_failures() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("alphas.toml");
+    std::fs::write(
+        &f,
+        "[[alpha]]\nid = \"rev5\"\nformula = \"-1 * delta(close, 5)\"\n\n[[alpha]]\nid = \"capped\"\nformula = \"rank(cap)\"\n\n[[alpha]]\nid = \"ref\"\nformula = \"rank(alpha:rev5) + alpha:alpha101_101\"\n",
+    )
+    .expect("write");
+    let (code, out, err) = run(&["eval", "--data", &sample_arg(), "--period", "all", "--json", "--file", &f.display().to_string()]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json array");
+    let rows = v.as_array().expect("array");
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[0]["id"], "rev5");
+    assert!(rows[0]["rank_ic"].is_number());
+    assert!(rows[1]["error"].as_str().is_some_and(|e| e.contains("'cap'")));
+    assert!(rows[2]["rank_ic"].is_number(), "alpha: references resolve to the file and the seeds");
+    let (code, out, _) = run(&["eval", "--data", &sample_arg(), "--period", "all", "--file", &f.display().to_string()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("rank_ic") && out.contains("1 alpha(s) could not be evaluated") && out.contains("capped:"), "{out}");
+}
+
+#[test]
+fn dump_writes_the_signal_in_long_format() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("sig.parquet");
+    let (code, _, err) = run(&["eval", "--data", &sample_arg(), "--period", "2018-01-01:2018-12-31", "--dump", &out.display().to_string(), "rank(volume)"]);
+    assert_eq!(code, 0, "{err}");
+    let df = ParquetReader::new(std::fs::File::open(&out).expect("open")).finish().expect("read dump");
+    let names: Vec<String> = df.get_column_names().iter().map(|s| s.to_string()).collect();
+    assert_eq!(names, ["date", "symbol", "value"]);
+    let d = sample();
+    let first = d.date_index_ge("2018-01-01".parse().expect("date"));
+    assert_eq!(df.height(), (d.n_dates() - first) * d.n_assets());
+    let sig = alphaloop::expr::eval_expr("rank(volume)", d, &alphaloop::expr::NoAlphas).expect("eval");
+    let v = df.column("value").expect("value").f64().expect("f64").get(3).expect("finite");
+    assert_eq!(v, sig.get(first, 3));
+}
+
+#[test]
+fn data_info_json() {
+    let (code, out, err) = run(&["data", "info", &sample_arg(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["n_assets"], 60);
+    assert_eq!(v["n_dates"], 1006);
+    assert_eq!(v["first_date"], "2015-01-02");
+    assert_eq!(v["groups"]["n_groups"], 11);
+}

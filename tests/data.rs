@@ -1,0 +1,112 @@
+//! Loading real data, adjustment, and every kind of bad input getting a clear error.
+
+mod common;
+
+use alphaloop::backtest::{prepare, MetricsConfig};
+use alphaloop::data::{load, DataError, LoadOptions, Period, Splits};
+use common::{sample, shared};
+use polars::prelude::*;
+use std::path::Path;
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write fixture");
+    p
+}
+
+const HEADER: &str = "date,symbol,open,high,low,close,adj_close,volume\n";
+
+#[test]
+fn sample_loads_with_adjustment_as_specified() {
+    let d = sample();
+    assert_eq!((d.n_dates(), d.n_assets()), (1006, 60));
+    assert_eq!(d.dates[0].to_string(), "2015-01-02");
+    assert!(d.fields.contains_key("dividend") && d.fields.contains_key("split"), "extra columns become fields");
+    // Adjusted close equals adj_close; volume is divided by the factor.
+    let raw = ParquetReader::new(std::fs::File::open(shared("data/sp500_sample.parquet")).expect("open")).finish().expect("read");
+    let sym = raw.column("symbol").expect("symbol").str().expect("str").get(0).expect("value").to_string();
+    let a = d.symbols.iter().position(|s| *s == sym).expect("symbol in universe");
+    let get = |c: &str| raw.column(c).expect("col").f64().expect("f64").get(0).expect("value");
+    let f = get("adj_close") / get("close");
+    assert!((d.fields["close"].get(0, a) - get("close") * f).abs() < 1e-12);
+    assert!((d.fields["open"].get(0, a) - get("open") * f).abs() < 1e-12);
+    assert!((d.fields["volume"].get(0, a) - get("volume") / f).abs() < 1e-6);
+    assert_eq!(d.groups.as_ref().map(|g| g.ids.iter().filter(|x| x.is_none()).count()), Some(0));
+}
+
+#[test]
+fn unsorted_csv_gives_the_same_panels_as_sorted_parquet() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut df = ParquetReader::new(std::fs::File::open(shared("data/sp500_sample.parquet")).expect("open")).finish().expect("read");
+    let mut rev = df.reverse();
+    let path = dir.path().join("reversed.csv");
+    CsvWriter::new(std::fs::File::create(&path).expect("create")).finish(&mut rev).expect("write csv");
+    let _ = &mut df;
+    let opts = LoadOptions { groups: Some(shared("data/sp500_constituents.csv")) };
+    let csv = load(&path, &opts).expect("csv loads");
+    let pq = sample();
+    assert_eq!(csv.dates, pq.dates);
+    assert_eq!(csv.symbols, pq.symbols);
+    for (k, p) in &pq.fields {
+        let q = &csv.fields[k];
+        assert!(p.as_slice().iter().zip(q.as_slice()).all(|(a, b)| (a - b).abs() <= 1e-9 * a.abs().max(1.0) || (a.is_nan() && b.is_nan())), "field {k}");
+    }
+}
+
+#[test]
+fn bad_files_get_clear_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let o = LoadOptions::default();
+    let msg = |p: &Path| load(p, &o).expect_err("must fail").to_string();
+
+    let missing = d.join("nope.parquet");
+    assert_eq!(msg(&missing), format!("data file not found: {}", missing.display()));
+
+    let p = write(d, "nocol.csv", "date,symbol,open,high,low,close,adj_close\n2015-01-02,AAA,1,1,1,1,1\n");
+    let m = msg(&p);
+    assert!(m.contains("nocol.csv") && m.contains("missing column 'volume'") && m.contains("found: date, symbol"), "{m}");
+
+    let p = write(d, "dup.csv", &format!("{HEADER}2015-01-02,AAA,1,1,1,1,1,10\n2015-01-02,BBB,1,1,1,1,1,10\n2015-01-02,AAA,2,2,2,2,2,20\n"));
+    assert!(msg(&p).ends_with("dup.csv: duplicate row for date 2015-01-02 and symbol 'AAA' (rows 1 and 3)"), "{}", msg(&p));
+
+    let p = write(d, "text.csv", &format!("{HEADER}2015-01-02,AAA,1,1,1,1,1,10\n2015-01-05,AAA,1,1,1,abc,1,10\n"));
+    let m = msg(&p);
+    assert!(m.contains("text.csv: column 'close', row 2: 'abc' is not a number"), "{m}");
+
+    let p = write(d, "baddate.csv", &format!("{HEADER}2015-01-02,AAA,1,1,1,1,1,10\n2015-13-05,AAA,1,1,1,1,1,10\n"));
+    let m = msg(&p);
+    assert!(m.contains("column 'date', row 2") && m.contains("2015-13-05"), "{m}");
+
+    let p = write(d, "empty.csv", HEADER);
+    assert!(msg(&p).contains("has no rows") || msg(&p).contains("cannot read"), "{}", msg(&p));
+
+    let p = write(d, "prices.txt", "x");
+    assert!(msg(&p).contains("unsupported file type"), "{}", msg(&p));
+
+    let p = write(d, "garbage.parquet", "this is not parquet");
+    assert!(msg(&p).contains("garbage.parquet: cannot read"), "{}", msg(&p));
+}
+
+#[test]
+fn a_one_stock_universe_loads_but_cannot_be_scored() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rows = String::from(HEADER);
+    for (i, day) in ["2015-01-02", "2015-01-05", "2015-01-06", "2015-01-07"].iter().enumerate() {
+        rows.push_str(&format!("{day},AAA,{0},{0},{0},{0},{0},100\n", 10 + i));
+    }
+    let p = write(dir.path(), "one.csv", &rows);
+    let data = load(&p, &LoadOptions::default()).expect("loads");
+    assert_eq!(data.n_assets(), 1);
+    assert!(data.fields.get("dividend").is_none());
+    let e = prepare(&data, &Period::All, &Splits::default(), MetricsConfig::default()).err().expect("cannot score");
+    assert!(e.to_string().contains("the universe has 1 stock(s); cross-sectional metrics need at least 20"), "{e}");
+}
+
+#[test]
+fn periods_outside_the_data_are_explained() {
+    let e = Period::Train.indices(&Splits::default(), sample()).expect_err("sample starts in 2015");
+    let m = e.to_string();
+    assert!(matches!(e, DataError::Period(_)));
+    assert!(m.contains("period 'train' has no dates") && m.contains("2015-01-02..2018-12-31"), "{m}");
+}

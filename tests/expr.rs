@@ -1,0 +1,167 @@
+//! The expression language on real data: errors that point at positions, operator
+//! semantics from conventions.md, constant folding, shared sub-expressions, alpha
+//! references with cycle detection.
+
+mod common;
+
+use alphaloop::data::Panel;
+use alphaloop::expr::{eval_expr, Compiler, Node, NoAlphas, Schema};
+use alphaloop::seeds::AlphaSet;
+use common::sample;
+use std::collections::HashMap;
+
+fn ev(e: &str) -> Panel {
+    (*eval_expr(e, sample(), &NoAlphas).unwrap_or_else(|err| panic!("{}", err.render()))).clone()
+}
+
+/// Equal values and equal NaN pattern.
+fn same(a: &Panel, b: &Panel) -> bool {
+    a.n_dates() == b.n_dates() && a.as_slice().iter().zip(b.as_slice()).all(|(x, y)| x == y || (x.is_nan() && y.is_nan()))
+}
+
+fn err(e: &str) -> alphaloop::expr::ExprError {
+    eval_expr(e, sample(), &NoAlphas).expect_err("should fail")
+}
+
+#[test]
+fn errors_name_the_position_and_suggest() {
+    let e = err("rank(delta(clsoe, 5))");
+    assert_eq!(e.to_string(), "unknown field 'clsoe' at 12; did you mean 'close'?");
+    let e = err("ts_meen(close, 5)");
+    assert_eq!((e.pos, e.hint.as_deref()), (1, Some("did you mean 'ts_mean'?")));
+    let e = err("ts_mean(close, 0.5)");
+    assert_eq!(e.pos, 16);
+    assert!(e.msg.contains("positive number of days"), "{e}");
+    let e = err("ts_mean(close, 5000)");
+    assert!(e.msg.contains("longer than the data (1006 dates)"), "{e}");
+    let e = err("ts_mean(close, volume)");
+    assert!(e.msg.contains("must be a constant"), "{e}");
+    let e = err("correlation(close, 5)");
+    assert!(e.msg.contains("takes 3 arguments, got 2"), "{e}");
+    let e = err("indneutralize(close, IndClass.sectr)");
+    assert_eq!(e.hint.as_deref(), Some("did you mean 'sector'?"));
+    let e = err("close * cap");
+    assert_eq!(e.pos, 9);
+    let e = err("adv0 + 1");
+    assert!(e.msg.contains("positive"), "{e}");
+}
+
+#[test]
+fn arithmetic_and_logic_follow_the_conventions() {
+    let d = sample();
+    let q = ev("close / (close - close)");
+    assert!(q.as_slice().iter().all(|v| v.is_nan()), "division by zero is NaN, never inf");
+    let c = ev("delay(close, 1) < close");
+    assert!(c.as_slice().iter().all(|v| v.is_nan() || *v == 0.0 || *v == 1.0));
+    for a in 0..d.n_assets() {
+        assert!(c.get(0, a).is_nan(), "comparison with NaN is NaN");
+    }
+    let t = ev("delay(close, 1) < close ? 1 : -1");
+    assert!(t.get(0, 0).is_nan(), "a NaN condition gives NaN");
+    assert_eq!(ev("log(close - close)").as_slice().iter().filter(|v| v.is_finite()).count(), 0);
+    let sp = ev("signedpower(returns, 2)");
+    let r = ev("returns");
+    for (s, r) in sp.as_slice().iter().zip(r.as_slice()) {
+        if r.is_finite() {
+            assert!((s - r.signum() * r * r).abs() < 1e-15);
+        }
+    }
+    // min/max with a constant are time-series, with two series element-wise.
+    assert!(same(&ev("min(close, 3)"), &ev("ts_min(close, 3)")));
+    let m = ev("max(open, close)");
+    let (o, cl) = (&d.fields["open"], &d.fields["close"]);
+    assert_eq!(m.get(10, 3), o.get(10, 3).max(cl.get(10, 3)));
+    // Names are case-insensitive.
+    assert!(same(&ev("Ts_ArgMax(CLOSE, 5)"), &ev("ts_argmax(close, 5)")));
+}
+
+#[test]
+fn derived_fields_follow_the_conventions() {
+    let d = sample();
+    let (h, l, c, v) = (&d.fields["high"], &d.fields["low"], &d.fields["close"], &d.fields["volume"]);
+    let vwap = ev("vwap");
+    let ret = ev("returns");
+    let adv = ev("adv5");
+    for a in [0, 17, 59] {
+        for t in [0, 4, 5, 300, 1005] {
+            assert_eq!(vwap.get(t, a), (h.get(t, a) + l.get(t, a) + c.get(t, a)) / 3.0);
+            if t >= 1 {
+                assert_eq!(ret.get(t, a), c.get(t, a) / c.get(t - 1, a) - 1.0);
+            }
+            let want: f64 = if t >= 4 { (t - 4..=t).map(|s| c.get(s, a) * v.get(s, a)).sum::<f64>() / 5.0 } else { f64::NAN };
+            assert!((adv.get(t, a) - want).abs() <= 1e-9 * want.abs() || (want.is_nan() && adv.get(t, a).is_nan()));
+        }
+    }
+}
+
+#[test]
+fn cross_sectional_operators() {
+    let d = sample();
+    let s = ev("scale(returns, 2)");
+    for t in [1, 500, 1005] {
+        let tot: f64 = (0..d.n_assets()).map(|a| s.get(t, a).abs()).sum();
+        assert!((tot - 2.0).abs() < 1e-12);
+    }
+    let n = ev("indneutralize(returns, IndClass.industry)");
+    let r = ev("returns");
+    let g = d.groups.as_ref().expect("groups beside the sample");
+    for t in [1, 700] {
+        for grp in 0..g.names.len() as u32 {
+            let members: Vec<usize> = (0..d.n_assets()).filter(|a| g.ids[*a] == Some(grp)).collect();
+            if members.is_empty() {
+                continue;
+            }
+            let mean: f64 = members.iter().map(|a| r.get(t, *a)).sum::<f64>() / members.len() as f64;
+            for a in members {
+                assert!((n.get(t, a) - (r.get(t, a) - mean)).abs() < 1e-15);
+            }
+        }
+    }
+    let rk = ev("rank(close)");
+    for t in [0, 999] {
+        let vals: Vec<f64> = (0..d.n_assets()).map(|a| rk.get(t, a)).collect();
+        assert!(vals.iter().all(|v| *v > 0.0 && *v <= 1.0));
+        assert!(vals.iter().any(|v| *v == 1.0));
+    }
+}
+
+#[test]
+fn constants_fold_and_common_subexpressions_are_shared() {
+    let d = sample();
+    let mut c = Compiler::new(Schema::of(d), &NoAlphas);
+    let a = c.add("(-1 * 1) * rank(close) + (1 - 0.25)").expect("compiles");
+    let n1 = c.graph.len();
+    // -1*1 and 1-0.25 became constants: no op node has only constant inputs.
+    for node in &c.graph.nodes {
+        if let Node::Op { args, .. } = node {
+            assert!(!args.iter().all(|x| matches!(c.graph.nodes[*x], Node::Const(_))), "unfolded {node:?}");
+        }
+    }
+    let b = c.add("rank(close) * -1 + 0.75").expect("compiles");
+    assert_ne!(a, b);
+    let added = c.graph.len() - n1;
+    assert!(added <= 3, "rank(close) is shared, only the new arithmetic is added ({added} nodes)");
+    let same = c.add("(-1 * 1) * rank(close) + (1 - 0.25)").expect("compiles");
+    assert_eq!(a, same, "an identical expression is the same node");
+}
+
+#[test]
+fn alpha_references_resolve_and_cycles_are_caught() {
+    let set = AlphaSet(HashMap::from([
+        ("mom".to_string(), "delta(close, 5)".to_string()),
+        ("rev".to_string(), "-1 * alpha:mom".to_string()),
+        ("a".to_string(), "alpha:b + 1".to_string()),
+        ("b".to_string(), "rank(alpha:a)".to_string()),
+        ("broken".to_string(), "rank(clsoe)".to_string()),
+    ]));
+    let d = sample();
+    let r = eval_expr("alpha:rev", d, &set).expect("resolves");
+    let m = eval_expr("delta(close, 5)", d, &NoAlphas).expect("plain");
+    assert!(r.as_slice().iter().zip(m.as_slice()).all(|(x, y)| (x.is_nan() && y.is_nan()) || *x == -y));
+    let e = eval_expr("alpha:a * 2", d, &set).expect_err("cycle");
+    assert!(e.to_string().contains("alpha reference cycle: a -> b -> a"), "{e}");
+    let e = eval_expr("alpha:mon", d, &set).expect_err("unknown");
+    assert_eq!(e.to_string(), "unknown alpha 'mon' at 1; did you mean 'mom'?");
+    let e = eval_expr("alpha:broken", d, &set).expect_err("error inside");
+    assert!(e.to_string().starts_with("in alpha:broken: unknown field 'clsoe' at 6"), "{e}");
+}
