@@ -23,10 +23,10 @@
 
 mod stats;
 
-pub use stats::{mean_std, pearson};
+pub use stats::{mean_std, pearson, pearson_finite};
 
 use crate::data::{DataError, MarketData, Panel, Period, Splits};
-use crate::expr::kernels::cross::{average_ranks, order_key};
+use crate::expr::kernels::cross::{average_ranks, sorted_finite, BLOCK};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -93,6 +93,8 @@ pub struct Scorer {
     main: Labels,
     /// Average ranks (1-based) of the main label among its finite values, per date.
     main_ranks: Vec<f64>,
+    /// Per date, the finite main labels as (order key, asset) sorted ascending.
+    main_order: Vec<Vec<(u64, u32)>>,
     extra: Vec<Labels>,
 }
 
@@ -133,12 +135,18 @@ impl Scorer {
         let na = data.n_assets();
         let main = label_rows(close, start, end, cfg.gap, cfg.horizon);
         let mut main_ranks = vec![f64::NAN; main.rows.len()];
-        main_ranks.par_chunks_mut(na).zip(main.rows.par_chunks(na)).for_each_init(Vec::new, |buf, (o, r)| {
-            crate::expr::kernels::cross::sorted_finite(r, buf);
-            average_ranks(buf, |i, rk| o[i as usize] = rk);
-        });
+        let main_order: Vec<Vec<(u64, u32)>> = main_ranks
+            .par_chunks_mut(na)
+            .zip(main.rows.par_chunks(na))
+            .map_init(Vec::new, |tmp, (o, r)| {
+                let mut buf = Vec::with_capacity(na);
+                sorted_finite(r, &mut buf, tmp);
+                average_ranks(&buf, |i, rk| o[i as usize] = rk);
+                buf
+            })
+            .collect();
         let extra = cfg.ic_horizons.iter().map(|&h| label_rows(close, start, end, cfg.gap, h)).collect();
-        Ok(Scorer { cfg, start, end, n_assets: na, main, main_ranks, extra })
+        Ok(Scorer { cfg, start, end, n_assets: na, main, main_ranks, main_order, extra })
     }
 
     pub fn config(&self) -> &MetricsConfig {
@@ -150,13 +158,22 @@ impl Scorer {
         let na = self.n_assets;
         // Scored dates are those whose label lies inside the period.
         let last = self.end.saturating_sub(self.cfg.gap + self.cfg.horizon).max(self.start);
-        let mut rows = Vec::new();
-        signal.to_date_major(self.start, last, &mut rows);
         let min = self.cfg.min_stocks;
-        let days: Vec<Day> = rows
-            .par_chunks(na)
-            .enumerate()
-            .map_init(Scratch::default, |sc, (i, sig)| self.day(i, sig, sc, min))
+        // Blocks of dates gathered into a cache-sized date-major buffer, in parallel.
+        let blocks: Vec<usize> = (self.start..last).step_by(BLOCK).collect();
+        let days: Vec<Day> = blocks
+            .par_iter()
+            .map_init(Scratch::default, |sc, &t0| {
+                let t1 = (t0 + BLOCK).min(last);
+                let mut rows = std::mem::take(&mut sc.rows);
+                signal.to_date_major(t0, t1, &mut rows);
+                let out: Vec<Day> = rows.chunks(na).enumerate().map(|(j, sig)| self.day(t0 - self.start + j, sig, sc, min)).collect();
+                sc.rows = rows;
+                out
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .flatten()
             .collect();
 
         let mut m = Metrics::default();
@@ -235,39 +252,29 @@ impl Scorer {
         let lab = &self.main.rows[i * na..(i + 1) * na];
         let mut day = Day { n_label: self.main.counts[i], ..Day::default() };
 
-        // Distinctness over the finite signal values.
-        sc.all.clear();
-        sc.all.extend(sig.iter().filter(|v| v.is_finite()).map(|v| order_key(*v)));
+        // One stable sort of the finite signal values serves every metric below.
+        sorted_finite(sig, &mut sc.all, &mut sc.tmp);
         if !sc.all.is_empty() {
-            sc.all.sort_unstable();
-            let mut uniq = 1;
-            for k in 1..sc.all.len() {
-                uniq += usize::from(sc.all[k] != sc.all[k - 1]);
-            }
+            let uniq = 1 + sc.all.windows(2).filter(|w| w[0].0 != w[1].0).count();
             day.distinct = Some(uniq as f64 / sc.all.len() as f64);
         }
-
-        // Joint set for the main label, sorted by (signal, symbol).
-        sc.joint.clear();
-        for (k, (s, l)) in sig.iter().zip(lab).enumerate() {
-            if s.is_finite() && l.is_finite() {
-                sc.joint.push((order_key(*s), k as u32));
-            }
-        }
-        day.n_joint = sc.joint.len() as u32;
-        for (k, l) in self.extra.iter().enumerate() {
+        for l in &self.extra {
             let lr = &l.rows[i * na..(i + 1) * na];
-            day.ic_extra.push(pearson_masked(sig, lr, min));
-            let _ = k;
+            day.ic_extra.push(Some(pearson_finite(sig, lr, min)).filter(|v| v.is_finite()));
         }
+
+        // The joint set (finite signal and label), still sorted by (signal, symbol).
+        sc.joint.clear();
+        sc.joint.extend(sc.all.iter().filter(|&&(_, k)| lab[k as usize].is_finite()));
+        day.n_joint = sc.joint.len() as u32;
         let n = sc.joint.len();
         if n < min {
             return day;
         }
-        sc.joint.sort_unstable();
-        day.ic = pearson_pairs(sc.joint.iter().map(|&(_, k)| (sig[k as usize], lab[k as usize])));
+        day.ic = Some(pearson_finite(sig, lab, min)).filter(|v| v.is_finite());
 
-        // Rank IC: ranks within the joint set on both sides.
+        // Rank IC: ranks within the joint set on both sides. The label's sorted order is
+        // precomputed; restricting it to the joint set keeps it sorted, so no re-sort.
         sc.sr.clear();
         sc.sr.resize(na, f64::NAN);
         average_ranks(&sc.joint, |k, r| sc.sr[k as usize] = r);
@@ -275,14 +282,13 @@ impl Scorer {
             &self.main_ranks[i * na..(i + 1) * na]
         } else {
             sc.lj.clear();
-            sc.lj.extend(sc.joint.iter().map(|&(_, k)| (order_key(lab[k as usize]), k)));
-            sc.lj.sort_unstable();
+            sc.lj.extend(self.main_order[i].iter().filter(|&&(_, k)| sig[k as usize].is_finite()));
             sc.lr.clear();
             sc.lr.resize(na, f64::NAN);
             average_ranks(&sc.lj, |k, r| sc.lr[k as usize] = r);
             &sc.lr
         };
-        day.rank_ic = pearson_pairs(sc.joint.iter().map(|&(_, k)| (sc.sr[k as usize], label_ranks[k as usize])));
+        day.rank_ic = Some(pearson_finite(&sc.sr, label_ranks, min)).filter(|v| v.is_finite());
 
         // Quintiles and the long-short legs.
         let mut q = [0.0; 5];
@@ -309,7 +315,9 @@ impl Scorer {
 
 #[derive(Default)]
 struct Scratch {
-    all: Vec<u64>,
+    rows: Vec<f64>,
+    all: Vec<(u64, u32)>,
+    tmp: Vec<(u64, u32)>,
     joint: Vec<(u64, u32)>,
     lj: Vec<(u64, u32)>,
     sr: Vec<f64>,
@@ -328,21 +336,6 @@ struct Day {
     n_label: u32,
     n_joint: u32,
     distinct: Option<f64>,
-}
-
-/// Pearson correlation over pairs; `None` for zero variance.
-fn pearson_pairs(pairs: impl Iterator<Item = (f64, f64)> + Clone) -> Option<f64> {
-    let r = pearson(pairs);
-    r.is_finite().then_some(r)
-}
-
-/// Pearson correlation of the cells where both are finite, `None` when fewer than `min`.
-fn pearson_masked(x: &[f64], y: &[f64], min: usize) -> Option<f64> {
-    let it = x.iter().zip(y).filter(|(a, b)| a.is_finite() && b.is_finite()).map(|(a, b)| (*a, *b));
-    if it.clone().count() < min {
-        return None;
-    }
-    pearson_pairs(it)
 }
 
 /// A data set cut at a period's end, ready to evaluate and score signals on that period.

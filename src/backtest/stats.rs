@@ -39,6 +39,68 @@ pub fn pearson(pairs: impl Iterator<Item = (f64, f64)> + Clone) -> f64 {
     (cxy / (cxx.sqrt() * cyy.sqrt())).clamp(-1.0, 1.0)
 }
 
+/// Pearson correlation of the cells where both `x` and `y` are finite (two passes: the
+/// means first, so signals spanning many orders of magnitude stay exact). NaN when fewer
+/// than `min` such cells or either side has zero variance.
+pub fn pearson_finite(x: &[f64], y: &[f64], min: usize) -> f64 {
+    // Branch-free, with four independent accumulators per sum: a cell outside the joint
+    // set contributes zeros, and no add waits on the previous one, so the loops vectorise.
+    const L: usize = 4;
+    // `v - v == 0` exactly when v is finite (NaN and ±inf give NaN); unlike `is_finite`
+    // it stays in float registers, which lets the loop vectorise.
+    #[inline(always)]
+    fn ok(a: f64, b: f64) -> bool {
+        (a - a == 0.0) & (b - b == 0.0)
+    }
+    let (mut n, mut sx, mut sy) = ([0.0f64; L], [0.0f64; L], [0.0f64; L]);
+    let (xc, yc) = (x.chunks_exact(L), y.chunks_exact(L));
+    let (xr, yr) = (xc.remainder(), yc.remainder());
+    for (a, b) in xc.zip(yc) {
+        for l in 0..L {
+            let k = ok(a[l], b[l]);
+            n[l] += if k { 1.0 } else { 0.0 };
+            sx[l] += if k { a[l] } else { 0.0 };
+            sy[l] += if k { b[l] } else { 0.0 };
+        }
+    }
+    for (l, (&a, &b)) in xr.iter().zip(yr).enumerate() {
+        let k = ok(a, b);
+        n[l] += if k { 1.0 } else { 0.0 };
+        sx[l] += if k { a } else { 0.0 };
+        sy[l] += if k { b } else { 0.0 };
+    }
+    let sum = |v: [f64; L]| (v[0] + v[1]) + (v[2] + v[3]);
+    let count = sum(n);
+    if count < min.max(2) as f64 {
+        return f64::NAN;
+    }
+    let (mx, my) = (sum(sx) / count, sum(sy) / count);
+    let (mut cxy, mut cxx, mut cyy) = ([0.0f64; L], [0.0f64; L], [0.0f64; L]);
+    for (a, b) in x.chunks_exact(L).zip(y.chunks_exact(L)) {
+        for l in 0..L {
+            let k = ok(a[l], b[l]);
+            let u = if k { a[l] - mx } else { 0.0 };
+            let v = if k { b[l] - my } else { 0.0 };
+            cxy[l] += u * v;
+            cxx[l] += u * u;
+            cyy[l] += v * v;
+        }
+    }
+    for (l, (&a, &b)) in xr.iter().zip(yr).enumerate() {
+        let k = ok(a, b);
+        let u = if k { a - mx } else { 0.0 };
+        let v = if k { b - my } else { 0.0 };
+        cxy[l] += u * v;
+        cxx[l] += u * u;
+        cyy[l] += v * v;
+    }
+    let (cxy, cxx, cyy) = (sum(cxy), sum(cxx), sum(cyy));
+    if cxx <= 0.0 || cyy <= 0.0 {
+        return f64::NAN;
+    }
+    (cxy / (cxx.sqrt() * cyy.sqrt())).clamp(-1.0, 1.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,5 +112,8 @@ mod tests {
         let r = pearson([(1.0, 2.0), (2.0, 4.0), (3.0, 6.5)].into_iter());
         assert!(r > 0.99 && r <= 1.0);
         assert!(pearson([(1.0, 2.0), (1.0, 4.0)].into_iter()).is_nan());
+        let (x, y) = ([1.0, f64::NAN, 2.0, 3.0], [2.0, 1.0, 4.0, 6.5]);
+        assert!((pearson_finite(&x, &y, 2) - r).abs() < 1e-15);
+        assert!(pearson_finite(&x, &y, 4).is_nan());
     }
 }

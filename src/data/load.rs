@@ -145,48 +145,64 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
     }
     let col = |n: &str| find_col(&df, n).expect("checked above");
     let row_dates = dates(path, col("date"))?;
-    let row_syms = strings(path, col("symbol"))?;
+    // Symbols are borrowed from the column: no per-row String (2 million on the full set).
+    let sym_col = col("symbol").cast(&DataType::String).map_err(|e| DataError::Read { path: path.to_path_buf(), msg: e.to_string() })?;
+    let sym_ca = sym_col.str().map_err(|e| DataError::Read { path: path.to_path_buf(), msg: e.to_string() })?;
+    let mut row_syms: Vec<&str> = Vec::with_capacity(df.height());
+    for (r, v) in sym_ca.iter().enumerate() {
+        match v.map(str::trim) {
+            Some(t) if !t.is_empty() => row_syms.push(t),
+            _ => {
+                return Err(DataError::BadValue { path: path.to_path_buf(), column: "symbol".into(), row: r + 1, msg: "missing value".into() })
+            }
+        }
+    }
 
     // Calendar and universe, both sorted.
     let mut cal: Vec<Date> = row_dates.clone();
     cal.sort_unstable();
     cal.dedup();
-    let mut uni: Vec<String> = row_syms.clone();
+    let mut uni: Vec<&str> = row_syms.iter().copied().collect::<std::collections::HashSet<&str>>().into_iter().collect();
     uni.sort_unstable();
-    uni.dedup();
-    let sym_index: HashMap<&str, usize> = uni.iter().enumerate().map(|(i, s)| (s.as_str(), i)).collect();
+    let sym_index: HashMap<&str, usize> = uni.iter().enumerate().map(|(i, s)| (*s, i)).collect();
     let nd = cal.len();
     let na = uni.len();
 
     // Cell index per row, and duplicate detection.
     let mut first_row = vec![u32::MAX; nd * na];
-    let mut cell = Vec::with_capacity(row_dates.len());
+    let mut cell: Vec<u32> = Vec::with_capacity(row_dates.len());
     for (r, (d, s)) in row_dates.iter().zip(&row_syms).enumerate() {
         let t = cal.binary_search(d).expect("date is in the calendar");
-        let a = sym_index[s.as_str()];
+        let a = sym_index[s];
         let c = a * nd + t;
         if first_row[c] != u32::MAX {
             return Err(DataError::Duplicate {
                 path: path.to_path_buf(),
                 date: *d,
-                symbol: s.clone(),
+                symbol: s.to_string(),
                 first: first_row[c] as usize + 1,
                 second: r + 1,
             });
         }
         first_row[c] = r as u32;
-        cell.push(c);
+        cell.push(c as u32);
     }
     drop(first_row);
+    drop(row_dates);
+    let uni: Vec<String> = uni.iter().map(|s| s.to_string()).collect();
+    drop(row_syms);
 
     let scatter = |values: &[f64]| {
         let mut data = vec![f64::NAN; nd * na];
         for (&c, &v) in cell.iter().zip(values) {
-            data[c] = v;
+            data[c as usize] = if v.is_finite() { v } else { f64::NAN };
         }
         Panel::from_asset_major(nd, na, data)
     };
 
+    if nd * na > u32::MAX as usize {
+        return Err(DataError::Read { path: path.to_path_buf(), msg: format!("{nd} dates × {na} symbols is too large a panel") });
+    }
     let close_raw = numeric(path, col("close"))?;
     let factor: Vec<f64> = match find_col(&df, "adj_close") {
         Some(adj) => {
@@ -200,11 +216,14 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
     };
 
     let mut fields = BTreeMap::new();
-    for name in ["open", "high", "low", "close"] {
-        let raw = if name == "close" { close_raw.clone() } else { numeric(path, col(name))? };
+    let adjusted = |raw: Vec<f64>| -> Panel {
         let adj: Vec<f64> = raw.iter().zip(&factor).map(|(v, f)| v * f).collect();
-        fields.insert(name.to_string(), Arc::new(scatter(&adj)));
+        scatter(&adj)
+    };
+    for name in ["open", "high", "low"] {
+        fields.insert(name.to_string(), Arc::new(adjusted(numeric(path, col(name))?)));
     }
+    fields.insert("close".to_string(), Arc::new(adjusted(close_raw)));
     let vol: Vec<f64> = numeric(path, col("volume"))?
         .iter()
         .zip(&factor)

@@ -109,21 +109,9 @@ impl Panel {
         let nd = to - from;
         out.clear();
         out.resize(nd * self.n_assets, f64::NAN);
-        let na = self.n_assets;
-        // Blocked transpose keeps both sides in cache.
-        const B: usize = 64;
-        for a0 in (0..na).step_by(B) {
-            let a1 = (a0 + B).min(na);
-            for t0 in (0..nd).step_by(B) {
-                let t1 = (t0 + B).min(nd);
-                for a in a0..a1 {
-                    let src = &self.data[a * self.n_dates + from..];
-                    for t in t0..t1 {
-                        out[t * na + a] = src[t];
-                    }
-                }
-            }
-        }
+        // Asset a's dates start at a * n_dates + from: a rows × cols transpose with a
+        // source row stride of n_dates.
+        transpose_strided(&self.data[from.min(self.data.len())..], self.n_dates, out, self.n_assets, nd);
     }
 
     /// Share of cells that are not finite.
@@ -135,16 +123,55 @@ impl Panel {
     }
 }
 
-/// Transposes a `rows × cols` row-major buffer into `cols × rows` row-major, in blocks.
+/// Transposes `rows × cols` values read from `src[r * stride + c]` into
+/// `dst[c * rows + r]`.
+fn transpose_strided(src: &[f64], stride: usize, dst: &mut [f64], rows: usize, cols: usize) {
+    tile_transpose(rows, cols, |r, c| src[r * stride + c], |c, r, v| dst[c * rows + r] = v);
+}
+
+/// Writes a date-major block (`block[j * na + a]` for dates `t0 + j`) into an asset-major
+/// buffer of `nd` dates per asset that starts at `dst`.
+///
+/// # Safety
+/// `dst` must point to a live buffer of at least `nd * na` cells, the block must fit
+/// (`t0 + block.len() / na <= nd`), and no other thread may read or write these cells
+/// (dates `t0..t0 + rows` of every asset) during the call. Other threads may write other
+/// dates of the same buffer: each write goes through the raw pointer, never through a
+/// reference spanning the whole buffer.
+pub unsafe fn scatter_date_block(dst: *mut f64, nd: usize, na: usize, t0: usize, block: &[f64]) {
+    if na == 0 {
+        return;
+    }
+    let rows = block.len() / na;
+    debug_assert!(t0 + rows <= nd);
+    // SAFETY: a * nd + t0 + j < nd * na for a < na, j < rows, by the caller's contract.
+    tile_transpose(rows, na, |j, a| block[j * na + a], |a, j, v| unsafe { *dst.add(a * nd + t0 + j) = v });
+}
+
+/// Transposes a `rows × cols` row-major buffer into `cols × rows` row-major.
 pub fn transpose(src: &[f64], dst: &mut [f64], rows: usize, cols: usize) {
-    const B: usize = 64;
-    for r0 in (0..rows).step_by(B) {
-        let r1 = (r0 + B).min(rows);
-        for c0 in (0..cols).step_by(B) {
-            let c1 = (c0 + B).min(cols);
+    transpose_strided(src, cols, dst, rows, cols);
+}
+
+/// Visits a rows × cols matrix in 8 × 8 tiles, calling `put(c, r, get(r, c))`. Reading
+/// and writing whole cache lines per tile avoids the cache-set aliasing of a plain
+/// strided loop (a row stride of ~4 KB maps every write to the same few sets).
+#[inline(always)]
+fn tile_transpose(rows: usize, cols: usize, get: impl Fn(usize, usize) -> f64, mut put: impl FnMut(usize, usize, f64)) {
+    const T: usize = 8;
+    let mut tile = [[0.0f64; T]; T];
+    for r0 in (0..rows).step_by(T) {
+        let r1 = (r0 + T).min(rows);
+        for c0 in (0..cols).step_by(T) {
+            let c1 = (c0 + T).min(cols);
             for r in r0..r1 {
                 for c in c0..c1 {
-                    dst[c * rows + r] = src[r * cols + c];
+                    tile[c - c0][r - r0] = get(r, c);
+                }
+            }
+            for c in c0..c1 {
+                for r in r0..r1 {
+                    put(c, r, tile[c - c0][r - r0]);
                 }
             }
         }

@@ -147,6 +147,15 @@ impl<'a> Compiler<'a> {
     /// inputs are constants.
     fn op(&mut self, name: &str, args: Vec<NodeId>, windows: Vec<usize>) -> NodeId {
         let op = ops::lookup(name).expect("built-in operator exists");
+        // rank is idempotent: ranking ranks keeps the order and the ties, so
+        // rank(rank(x)) is bit-for-bit rank(x).
+        if op.name == "rank" {
+            if let Node::Op { op: inner, .. } = &self.graph.nodes[args[0]] {
+                if inner.name == "rank" {
+                    return args[0];
+                }
+            }
+        }
         if op.kind == Kind::Elementwise {
             let consts: Option<Vec<Value>> = args
                 .iter()

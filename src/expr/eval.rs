@@ -44,6 +44,10 @@ pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, mut on_root:
     }
 
     let mut values: Vec<Option<Value>> = vec![None; n];
+    // Time per operator, reported at debug level (`--log debug`).
+    let profile = tracing::enabled!(tracing::Level::DEBUG);
+    let mut op_time: std::collections::BTreeMap<&str, (u32, std::time::Duration)> = Default::default();
+    let mut root_time = std::time::Duration::ZERO;
     for id in 0..n {
         if !needed[id] {
             continue;
@@ -64,8 +68,14 @@ pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, mut on_root:
                     })
                     .collect();
                 let ctx = OpCtx { n_dates: nd, n_assets: na, windows, groups: data.groups.as_ref() };
-                let _span = tracing::trace_span!("op", name = op.name).entered();
-                (op.eval)(inputs, &ctx)
+                let t0 = profile.then(std::time::Instant::now);
+                let v = (op.eval)(inputs, &ctx);
+                if let Some(t0) = t0 {
+                    let e = op_time.entry(op.name).or_default();
+                    e.0 += 1;
+                    e.1 += t0.elapsed();
+                }
+                v
             }
         };
         values[id] = Some(v);
@@ -73,8 +83,20 @@ pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, mut on_root:
             uses[id] -= 1;
             let v = if uses[id] == 0 { values[id].take() } else { values[id].clone() };
             if let Some(v) = v {
+                let t0 = profile.then(std::time::Instant::now);
                 on_root(r, v.into_panel(nd, na));
+                if let Some(t0) = t0 {
+                    root_time += t0.elapsed();
+                }
             }
         }
+    }
+    if profile {
+        let mut rows: Vec<_> = op_time.into_iter().collect();
+        rows.sort_by(|a, b| b.1 .1.cmp(&a.1 .1));
+        for (name, (count, t)) in rows {
+            tracing::debug!("op {name:<14} x{count:<5} {t:>10.2?}");
+        }
+        tracing::debug!("consumers of results (metrics): {root_time:.2?}");
     }
 }
