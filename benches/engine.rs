@@ -1,1 +1,67 @@
-fn main(){}
+//! Engine benchmarks on the full shipped panel (4,822 dates × 496 stocks):
+//! panel loading, one cross-sectional rank, one rolling correlation, scoring one signal,
+//! and the whole alpha101 seed set with full metrics on one thread and on all cores.
+//!
+//! Run: `cargo bench --bench engine` (figures recorded in benches/README.md).
+
+use alphaloop::backtest::{prepare, MetricsConfig};
+use alphaloop::data::{load, LoadOptions, MarketData, Period, Splits};
+use alphaloop::expr::{eval_expr, evaluate, Compiler, NoAlphas, Schema};
+use alphaloop::seeds::{self, AlphaSet};
+use criterion::{criterion_group, criterion_main, Criterion};
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn data_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/sp500_daily.parquet")
+}
+
+fn full() -> MarketData {
+    load(&data_path(), &LoadOptions::default()).expect("the shipped data loads")
+}
+
+/// Evaluates every seed that compiles and scores it; returns how many were evaluated.
+fn all_seeds(data: &MarketData) -> usize {
+    let defs = seeds::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml")).expect("seeds");
+    let set = AlphaSet::from_defs(&defs);
+    let prep = prepare(data, &Period::All, &Splits::default(), MetricsConfig::default()).expect("prepare");
+    let mut c = Compiler::new(Schema::of(&prep.data), &set);
+    let roots: Vec<_> = defs.iter().filter_map(|d| c.add(&d.formula).ok()).collect();
+    let mut n = 0;
+    evaluate(&c.graph, &roots, &prep.data, |_, p| {
+        let m = prep.scorer.score(&p);
+        std::hint::black_box(m);
+        n += 1;
+    });
+    n
+}
+
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+fn benches(c: &mut Criterion) {
+    let mut g = c.benchmark_group("engine");
+    g.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(10));
+    g.bench_function("load_sp500_daily", |b| b.iter(full));
+    let data = full();
+    let ret = eval_expr("returns", &data, &NoAlphas).expect("returns");
+    g.bench_function("rank_panel", |b| b.iter(|| eval_expr("rank(returns)", &data, &NoAlphas).expect("rank")));
+    g.bench_function("ts_corr_10_panel", |b| b.iter(|| eval_expr("correlation(close, volume, 10)", &data, &NoAlphas).expect("corr")));
+    let prep = prepare(&data, &Period::All, &Splits::default(), MetricsConfig::default()).expect("prepare");
+    g.bench_function("score_one_signal", |b| b.iter(|| prep.scorer.score(&ret)));
+    drop(prep);
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("pool");
+    g.measurement_time(Duration::from_secs(60));
+    g.bench_function("alpha101_full_metrics_1_thread", |b| b.iter(|| one.install(|| all_seeds(&data))));
+    g.bench_function("alpha101_full_metrics_all_cores", |b| b.iter(|| all_seeds(&data)));
+    g.finish();
+    eprintln!("peak RSS of the benchmark process: {:.0} MB", peak_rss_mb());
+}
+
+criterion_group!(engine, benches);
+criterion_main!(engine);

@@ -151,9 +151,41 @@ pub fn std(x: &[f64], d: usize, out: &mut [f64]) {
             s1 += a - r;
             s2 += a * a - r * r;
         }
-        let var = (s2 - s1 * s1 / dn) / (dn - 1.0);
+        let mut var = (s2 - s1 * s1 / dn) / (dn - 1.0);
+        if !constant && var * (dn - 1.0) <= ILL_CONDITIONED * (s2 + dn * k * k) {
+            // The running sums cancelled (values equal up to rounding noise): recompute
+            // this window exactly, as a two-pass loop would.
+            var = exact_var(&x[t + 1 - d..=t]);
+        }
         out[t] = if constant || var <= 0.0 { 0.0 } else { var.sqrt() };
     });
+}
+
+/// Below this ratio of (d − 1)·variance to the window's sum of squares, the values are
+/// equal up to rounding noise (a spread under ~3e-5 of their magnitude), where running
+/// sums cannot be trusted; the window is then recomputed exactly (two passes). Real
+/// prices, volumes and ranks are orders of magnitude above it, so this stays rare.
+const ILL_CONDITIONED: f64 = 1e-9;
+
+/// Two-pass sample variance (ddof = 1).
+fn exact_var(w: &[f64]) -> f64 {
+    let n = w.len() as f64;
+    let m = w.iter().sum::<f64>() / n;
+    w.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - 1.0)
+}
+
+/// Two-pass (cov, var_x, var_y), ddof = 1.
+fn exact_moments(x: &[f64], y: &[f64]) -> (f64, f64, f64) {
+    let n = x.len() as f64;
+    let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
+    let (mut c, mut vx, mut vy) = (0.0, 0.0, 0.0);
+    for (a, b) in x.iter().zip(y) {
+        let (u, v) = (a - mx, b - my);
+        c += u * v;
+        vx += u * u;
+        vy += v * v;
+    }
+    (c / (n - 1.0), vx / (n - 1.0), vy / (n - 1.0))
 }
 
 /// Co-moment sums of a pair of series around anchors, refreshed exactly once per window.
@@ -189,12 +221,17 @@ impl Comoments {
         self.sxy += sign * a * b;
     }
 
-    /// (cov, var_x, var_y), each with ddof = 1.
-    fn moments(&self, d: f64) -> (f64, f64, f64) {
+    /// (cov, var_x, var_y), each with ddof = 1, or `None` when a variance has cancelled
+    /// to noise (see [`ILL_CONDITIONED`]) and the window must be recomputed exactly.
+    fn moments(&self, d: f64) -> Option<(f64, f64, f64)> {
         let cov = (self.sxy - self.sx * self.sy / d) / (d - 1.0);
         let vx = (self.sxx - self.sx * self.sx / d) / (d - 1.0);
         let vy = (self.syy - self.sy * self.sy / d) / (d - 1.0);
-        (cov, vx, vy)
+        // Relative to the raw sum of squares (≈ sxx + d·k²): a spread this small next to
+        // the values' magnitude is rounding noise that only an exact pass resolves.
+        let ill = vx * (d - 1.0) <= ILL_CONDITIONED * (self.sxx + d * self.kx * self.kx)
+            || vy * (d - 1.0) <= ILL_CONDITIONED * (self.syy + d * self.ky * self.ky);
+        (!ill).then_some((cov, vx, vy))
     }
 }
 
@@ -231,7 +268,13 @@ fn pair_windows(x: &[f64], y: &[f64], d: usize, out: &mut [f64], mut f: impl FnM
             c.push(x[t - d], y[t - d], -1.0);
             since += 1;
         }
-        out[t] = f(c.moments(dn), rx >= d, ry >= d);
+        let (cx, cy) = (rx >= d, ry >= d);
+        let m = match c.moments(dn) {
+            Some(m) if !cx && !cy => m,
+            _ if cx || cy => (0.0, 0.0, 0.0),
+            _ => exact_moments(&x[t + 1 - d..=t], &y[t + 1 - d..=t]),
+        };
+        out[t] = f(m, cx, cy);
     }
 }
 
