@@ -23,7 +23,7 @@
 
 mod stats;
 
-pub use stats::{mean_std, pearson, pearson_finite};
+pub use stats::{mean_std, pearson_finite};
 
 use crate::data::{DataError, MarketData, Panel, Period, Splits};
 use crate::expr::kernels::cross::{average_ranks, sorted_finite, BLOCK};

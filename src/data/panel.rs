@@ -38,7 +38,7 @@ impl Panel {
     /// Builds a panel from a date-major buffer (`data[date * n_assets + asset]`).
     pub fn from_date_major(n_dates: usize, n_assets: usize, data: &[f64]) -> Panel {
         let mut p = Panel::nan(n_dates, n_assets);
-        transpose(data, &mut p.data, n_dates, n_assets);
+        transpose_strided(data, n_assets, &mut p.data, n_dates, n_assets);
         p
     }
 
@@ -74,10 +74,6 @@ impl Panel {
 
     pub fn as_mut_slice(&mut self) -> &mut [f64] {
         &mut self.data
-    }
-
-    pub fn into_vec(self) -> Vec<f64> {
-        self.data
     }
 
     /// Iterates mutable per-asset series in parallel.
@@ -146,11 +142,6 @@ pub unsafe fn scatter_date_block(dst: *mut f64, nd: usize, na: usize, t0: usize,
     debug_assert!(t0 + rows <= nd);
     // SAFETY: a * nd + t0 + j < nd * na for a < na, j < rows, by the caller's contract.
     tile_transpose(rows, na, |j, a| block[j * na + a], |a, j, v| unsafe { *dst.add(a * nd + t0 + j) = v });
-}
-
-/// Transposes a `rows × cols` row-major buffer into `cols × rows` row-major.
-pub fn transpose(src: &[f64], dst: &mut [f64], rows: usize, cols: usize) {
-    transpose_strided(src, cols, dst, rows, cols);
 }
 
 /// Visits a rows × cols matrix in 8 × 8 tiles, calling `put(c, r, get(r, c))`. Reading

@@ -130,11 +130,6 @@ impl<'a> Compiler<'a> {
         self.lower(&ast, text)
     }
 
-    /// Lowers an already parsed expression.
-    pub fn add_ast(&mut self, ast: &Expr, text: &str) -> Result<NodeId, ExprError> {
-        self.lower(ast, text)
-    }
-
     fn konst(&mut self, v: f64) -> NodeId {
         self.graph.intern(Node::Const(v))
     }

@@ -28,15 +28,6 @@ impl Value {
             Value::Scalar(_) => None,
         }
     }
-
-    /// Takes the buffer if nobody else holds it (so it can be overwritten in place),
-    /// otherwise copies it; a scalar is broadcast.
-    pub fn into_owned(self, n_dates: usize, n_assets: usize) -> Panel {
-        match self {
-            Value::Panel(p) => Arc::try_unwrap(p).unwrap_or_else(|p| (*p).clone()),
-            Value::Scalar(v) => Panel::filled(n_dates, n_assets, clean(v)),
-        }
-    }
 }
 
 /// ±inf → NaN.
