@@ -54,6 +54,18 @@ fn unsorted_csv_gives_the_same_panels_as_sorted_parquet() {
 }
 
 #[test]
+fn datetime_date_columns_load_as_days() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut df = ParquetReader::new(std::fs::File::open(shared("data/sp500_sample.parquet")).expect("open")).finish().expect("read");
+    let ts = df.column("date").expect("date").cast(&DataType::Datetime(TimeUnit::Milliseconds, None)).expect("cast");
+    df.with_column(ts).expect("replace");
+    let path = dir.path().join("ts.parquet");
+    ParquetWriter::new(std::fs::File::create(&path).expect("create")).finish(&mut df).expect("write");
+    let d = load(&path, &LoadOptions::default()).expect("datetime dates load");
+    assert_eq!(d.dates, sample().dates);
+}
+
+#[test]
 fn bad_files_get_clear_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();

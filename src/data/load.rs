@@ -77,8 +77,9 @@ fn numeric(path: &Path, col: &Column) -> Result<Vec<f64>, DataError> {
 fn dates(path: &Path, col: &Column) -> Result<Vec<Date>, DataError> {
     let bad = |row: usize, msg: String| DataError::BadValue { path: path.to_path_buf(), column: "date".into(), row, msg };
     match col.dtype() {
-        DataType::Date => {
-            let c = col.cast(&DataType::Int32).map_err(|e| bad(0, e.to_string()))?;
+        DataType::Date | DataType::Datetime(_, _) => {
+            // A timestamp keeps its calendar day.
+            let c = col.cast(&DataType::Date).and_then(|c| c.cast(&DataType::Int32)).map_err(|e| bad(0, e.to_string()))?;
             let i = c.i32().map_err(|e| bad(0, e.to_string()))?;
             i.iter()
                 .enumerate()
