@@ -126,6 +126,23 @@ fn cross_sectional_operators() {
 }
 
 #[test]
+fn cross_sectional_zscore_and_thread_count_independence() {
+    let d = sample();
+    let z = ev("cs_zscore(returns)");
+    for t in [1, 600] {
+        let v: Vec<f64> = (0..d.n_assets()).map(|a| z.get(t, a)).collect();
+        let m = v.iter().sum::<f64>() / v.len() as f64;
+        let sd = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() as f64 - 1.0)).sqrt();
+        assert!(m.abs() < 1e-12 && (sd - 1.0).abs() < 1e-12, "mean {m}, std {sd}");
+    }
+    // Results do not depend on how many threads compute them.
+    let expr = "rank(ts_corr(rank(volume), rank(close), 10)) * cs_zscore(ts_zscore(returns, 20)) + scale(indneutralize(delta(close, 3), IndClass.sector))";
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("pool").install(|| ev(expr));
+    let two = rayon::ThreadPoolBuilder::new().num_threads(2).build().expect("pool").install(|| ev(expr));
+    assert!(one.as_slice().iter().zip(two.as_slice()).all(|(a, b)| a.to_bits() == b.to_bits()));
+}
+
+#[test]
 fn constants_fold_and_common_subexpressions_are_shared() {
     let d = sample();
     let mut c = Compiler::new(Schema::of(d), &NoAlphas);

@@ -112,6 +112,21 @@ fn check_all(x: &[f64], y: &[f64], d: usize) {
         &naive(x, d, |w| w.iter().enumerate().map(|(i, v)| (i + 1) as f64 * v).sum::<f64>() / (dn * (dn + 1.0) / 2.0)),
         s,
     );
+    assert_close(
+        "ts_zscore",
+        &run(rolling::zscore),
+        &naive(x, d, |w| {
+            let sd = if w.len() < 2 { f64::NAN } else { naive_var(w).sqrt() };
+            if sd > 0.0 { (w[w.len() - 1] - w.iter().sum::<f64>() / dn) / sd } else { f64::NAN }
+        }),
+        1e3,
+    );
+    assert_close(
+        "ts_ffill",
+        &run(rolling::ffill),
+        &(0..n).map(|t| (t.saturating_sub(d - 1)..=t).rev().map(|s| x[s]).find(|v| v.is_finite()).unwrap_or(f64::NAN)).collect::<Vec<_>>(),
+        s,
+    );
     for (which, name) in [(Extreme::Min, "min"), (Extreme::Max, "max"), (Extreme::ArgMin, "argmin"), (Extreme::ArgMax, "argmax")] {
         let mut o = vec![0.0; n];
         rolling::extreme(x, d, which, &mut o);

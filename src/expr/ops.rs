@@ -158,6 +158,9 @@ pub static CATALOGUE: &[OpDef] = &[
         let [x, y] = args(v);
         map2(x, y, |a, e| if a.is_nan() { f64::NAN } else if a == 0.0 { 0.0f64.powf(e) } else { a.signum() * a.abs().powf(e) })
     } },
+    // ---- extensions beyond the paper ----
+    OpDef { name: "sqrt", aliases: &[], params: S, kind: Elementwise, doc: "sqrt(x): square root, NaN for x < 0", eval: |v, _| { let [x] = args(v); map1(x, f64::sqrt) } },
+    OpDef { name: "exp", aliases: &[], params: S, kind: Elementwise, doc: "exp(x): e to the power x (NaN on overflow)", eval: |v, _| { let [x] = args(v); map1(x, f64::exp) } },
     OpDef { name: "min2", aliases: &[], params: SS, kind: Elementwise, doc: "min(x, y) with two series: element-wise minimum, NaN if either is NaN", eval: |v, _| {
         let [x, y] = args(v);
         map2(x, y, |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) })
@@ -181,8 +184,11 @@ pub static CATALOGUE: &[OpDef] = &[
     OpDef { name: "ts_product", aliases: &["product"], params: SW, kind: TimeSeries, doc: "ts_product(x, d) / product(x, d): product over the past d days", eval: |v, c| ts(v, c, rolling::product) },
     OpDef { name: "ts_rank", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_rank(x, d): percentile rank of today's value among the past d values, ties averaged, in (0, 1]", eval: |v, c| ts(v, c, rolling::ts_rank) },
     OpDef { name: "decay_linear", aliases: &[], params: SW, kind: TimeSeries, doc: "decay_linear(x, d): weighted mean with weights d (today) down to 1 (oldest), normalised to sum 1", eval: |v, c| ts(v, c, rolling::decay_linear) },
+    OpDef { name: "ts_zscore", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_zscore(x, d) = (x - ts_mean(x, d)) / ts_std(x, d); NaN for a constant window (extension)", eval: |v, c| ts(v, c, rolling::zscore) },
+    OpDef { name: "ts_ffill", aliases: &["ffill"], params: SW, kind: TimeSeries, doc: "ts_ffill(x, d): the last finite value of x within the past d days (forward fill with a limit; extension)", eval: |v, c| ts(v, c, rolling::ffill) },
     // ---- cross-sectional: across stocks on each date ----
     OpDef { name: "rank", aliases: &["cs_rank"], params: S, kind: CrossSection, doc: "rank(x): percentile rank across stocks in (0, 1], ties averaged, NaN ignored", eval: |v, c| cs(v, c, cross::rank) },
+    OpDef { name: "cs_zscore", aliases: &["zscore"], params: S, kind: CrossSection, doc: "cs_zscore(x) = (x - mean) / std across stocks (ddof = 1), NaN if all equal (extension)", eval: |v, c| cs(v, c, cross::zscore) },
     OpDef { name: "scale", aliases: &[], params: &[Series, Optional(1.0)], kind: CrossSection, doc: "scale(x, a = 1): x * a / sum(|x|) across stocks", eval: |v, c| {
         let [x, a] = args(v);
         let s = Value::Panel(Arc::new(cross::scale(&x.into_panel(c.n_dates, c.n_assets))));

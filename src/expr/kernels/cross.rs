@@ -183,6 +183,24 @@ pub fn scale(x: &Panel) -> Panel {
     })
 }
 
+/// `(x − mean) / std` across stocks per date (finite values, std with ddof = 1); NaN when
+/// fewer than 2 values or all equal.
+pub fn zscore(x: &Panel) -> Panel {
+    per_date(x, |r, o, _: &mut ()| {
+        let (mut n, mut s) = (0usize, 0.0);
+        for v in r.iter().filter(|v| v.is_finite()) {
+            n += 1;
+            s += v;
+        }
+        let m = s / n as f64;
+        let var = r.iter().filter(|v| v.is_finite()).map(|v| (v - m) * (v - m)).sum::<f64>() / (n as f64 - 1.0);
+        let sd = var.sqrt();
+        for (o, v) in o.iter_mut().zip(r) {
+            *o = if n >= 2 && sd > 0.0 && v.is_finite() { (v - m) / sd } else { f64::NAN };
+        }
+    })
+}
+
 /// `x` minus its same-date mean within each group (finite values only). Assets without a
 /// group get NaN.
 pub fn indneutralize(x: &Panel, groups: &Groups) -> Panel {

@@ -132,17 +132,16 @@ fn run_len(x: &[f64], t: usize, prev: usize) -> usize {
     }
 }
 
-/// Sample standard deviation (ddof = 1); NaN for d = 1, exactly 0 for a constant window.
-pub fn std(x: &[f64], d: usize, out: &mut [f64]) {
-    out.fill(f64::NAN);
-    if d < 2 {
-        return;
-    }
+/// Walks the valid windows keeping the window mean and sample variance (ddof = 1):
+/// `f(t, mean, var)`. Sums are anchored near the mean and refreshed once per window; a
+/// window of identical values has variance exactly 0, and one whose values are equal up
+/// to rounding noise is recomputed exactly (see [`ILL_CONDITIONED`]).
+fn mean_var(x: &[f64], d: usize, mut f: impl FnMut(usize, f64, f64)) {
     let (mut k, mut s1, mut s2) = (0.0, 0.0, 0.0);
     let dn = d as f64;
     windows(x, d, |t, refresh, constant| {
+        let w = &x[t + 1 - d..=t];
         if refresh {
-            let w = &x[t + 1 - d..=t];
             k = w.iter().sum::<f64>() / dn;
             s1 = w.iter().map(|v| v - k).sum();
             s2 = w.iter().map(|v| (v - k) * (v - k)).sum();
@@ -151,14 +150,25 @@ pub fn std(x: &[f64], d: usize, out: &mut [f64]) {
             s1 += a - r;
             s2 += a * a - r * r;
         }
-        let mut var = (s2 - s1 * s1 / dn) / (dn - 1.0);
-        if !constant && var * (dn - 1.0) <= ILL_CONDITIONED * (s2 + dn * k * k) {
-            // The running sums cancelled (values equal up to rounding noise): recompute
-            // this window exactly, as a two-pass loop would.
-            var = exact_var(&x[t + 1 - d..=t]);
+        let var = (s2 - s1 * s1 / dn) / (dn - 1.0);
+        if constant {
+            f(t, w[0], 0.0);
+        } else if var * (dn - 1.0) <= ILL_CONDITIONED * (s2 + dn * k * k) {
+            let m = w.iter().sum::<f64>() / dn;
+            f(t, m, exact_var(w));
+        } else {
+            f(t, k + s1 / dn, var.max(0.0));
         }
-        out[t] = if constant || var <= 0.0 { 0.0 } else { var.sqrt() };
     });
+}
+
+/// Sample standard deviation (ddof = 1); NaN for d = 1, exactly 0 for a constant window.
+pub fn std(x: &[f64], d: usize, out: &mut [f64]) {
+    out.fill(f64::NAN);
+    if d < 2 {
+        return;
+    }
+    mean_var(x, d, |t, _, var| out[t] = var.sqrt());
 }
 
 /// Below this ratio of (d − 1)·variance to the window's sum of squares, the values are
@@ -418,6 +428,30 @@ pub fn decay_linear(x: &[f64], d: usize, out: &mut [f64]) {
         }
         out[t] = w / norm;
     });
+}
+
+/// `(x − ts_mean(x, d)) / ts_std(x, d)`; NaN when the window is constant.
+pub fn zscore(x: &[f64], d: usize, out: &mut [f64]) {
+    out.fill(f64::NAN);
+    if d < 2 {
+        return;
+    }
+    mean_var(x, d, |t, m, var| out[t] = if var > 0.0 { (x[t] - m) / var.sqrt() } else { f64::NAN });
+}
+
+/// The last finite value within the past d days including today (forward fill with a
+/// limit); NaN when there is none.
+pub fn ffill(x: &[f64], d: usize, out: &mut [f64]) {
+    let mut last: Option<usize> = None;
+    for t in 0..x.len() {
+        if x[t].is_finite() {
+            last = Some(t);
+        }
+        out[t] = match last {
+            Some(l) if t - l < d => x[l],
+            _ => f64::NAN,
+        };
+    }
 }
 
 /// Runs a window kernel on every asset of a panel.
