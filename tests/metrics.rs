@@ -158,6 +158,17 @@ fn scorer_matches_the_plain_reference_on_real_data() {
 }
 
 #[test]
+fn a_constant_signal_has_no_ic_and_is_not_traded() {
+    let d = sample();
+    let p = prepare(d, &Period::All, &Splits::default(), MetricsConfig::default()).expect("prepare");
+    let m = p.scorer.score(&eval_expr("rank(1)", d, &NoAlphas).expect("evaluates"));
+    assert_eq!(m.n_days, 0);
+    assert!(m.ic.is_nan() && m.rank_ic.is_nan() && m.ic_h5.is_nan());
+    assert!(m.distinctness < 0.02, "one value among 60 stocks: {}", m.distinctness);
+    assert_eq!(m.coverage, 1.0);
+}
+
+#[test]
 fn nothing_after_the_period_end_is_read() {
     let d = sample();
     let period: Period = "2016-01-01:2016-12-31".parse().expect("period");

@@ -14,6 +14,23 @@ pub fn mean_std(v: &[f64]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
+/// Whether `x` takes a single value over the cells where both are finite. Checked exactly:
+/// the mean of identical values can be off by an ulp, which would leave a tiny non-zero
+/// variance and a meaningless correlation instead of "zero variance".
+fn constant(x: &[f64], y: &[f64]) -> bool {
+    let mut first = None;
+    for (&a, &b) in x.iter().zip(y) {
+        if a.is_finite() && b.is_finite() {
+            match first {
+                None => first = Some(a),
+                Some(f) if f != a => return false,
+                _ => {}
+            }
+        }
+    }
+    true
+}
+
 /// Pearson correlation of the cells where both `x` and `y` are finite (two passes: the
 /// means first, so signals spanning many orders of magnitude stay exact). NaN when fewer
 /// than `min` such cells or either side has zero variance.
@@ -46,7 +63,7 @@ pub fn pearson_finite(x: &[f64], y: &[f64], min: usize) -> f64 {
     }
     let sum = |v: [f64; L]| (v[0] + v[1]) + (v[2] + v[3]);
     let count = sum(n);
-    if count < min.max(2) as f64 {
+    if count < min.max(2) as f64 || constant(x, y) || constant(y, x) {
         return f64::NAN;
     }
     let (mx, my) = (sum(sx) / count, sum(sy) / count);
@@ -87,6 +104,10 @@ mod tests {
         let r = pearson_finite(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.5], 2);
         assert!(r > 0.99 && r <= 1.0);
         assert!(pearson_finite(&[1.0, 1.0], &[2.0, 4.0], 2).is_nan());
+        // identical values whose computed mean is off by an ulp still count as constant
+        let c = vec![0.1f64; 497];
+        let y: Vec<f64> = (0..497).map(|i| i as f64).collect();
+        assert!(pearson_finite(&c, &y, 20).is_nan());
         let (x, y) = ([1.0, f64::NAN, 2.0, 3.0], [2.0, 1.0, 4.0, 6.5]);
         assert!((pearson_finite(&x, &y, 2) - r).abs() < 1e-15);
         assert!(pearson_finite(&x, &y, 4).is_nan());
