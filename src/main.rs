@@ -1,6 +1,17 @@
 use clap::Parser;
 
+/// Rust ignores SIGPIPE, so `alphaloop ... | head` would panic on a closed pipe; restore
+/// the default so the process simply ends, as other command-line tools do.
+fn quiet_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: resetting a signal disposition to its default before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() {
+    quiet_on_closed_pipe();
     let cli = alphaloop::cli::Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("alphaloop={}", cli.log)));

@@ -83,6 +83,21 @@ fn dump_writes_the_signal_in_long_format() {
 }
 
 #[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    use std::process::Stdio;
+    let mut child = bin()
+        .args(["eval", "--data", &sample_arg(), "--period", ":2016-06-30", "rank(returns)"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take()); // the reader goes away before anything is written
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
 fn data_info_json() {
     let (code, out, err) = run(&["data", "info", &sample_arg(), "--json"]);
     assert_eq!(code, 0, "{err}");

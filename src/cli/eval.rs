@@ -174,6 +174,9 @@ fn eval_file(defs: &[AlphaDef], args: &EvalArgs, prep: &crate::backtest::Prepare
         key(b).total_cmp(&key(a))
     });
     println!("{}", header(prep));
+    if defs.iter().any(|d| d.formula.to_ascii_lowercase().contains("vwap")) {
+        println!("note: vwap is the typical price (high + low + close) / 3: the data has no true VWAP");
+    }
     let table: Vec<Vec<String>> = ok
         .iter()
         .enumerate()

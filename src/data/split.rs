@@ -66,7 +66,11 @@ impl fmt::Display for Period {
             Period::Valid => write!(f, "valid"),
             Period::Test => write!(f, "test"),
             Period::All => write!(f, "all"),
-            Period::Range(a, b) => write!(f, "{a}:{b}"),
+            Period::Range(a, b) => {
+                // Open ends are stored as the extreme dates; print them empty, as written.
+                let side = |d: &Date, open: i32| if d.0 == open { String::new() } else { d.to_string() };
+                write!(f, "{}:{}", side(a, i32::MIN), side(b, i32::MAX))
+            }
         }
     }
 }
@@ -112,7 +116,8 @@ mod tests {
         assert_eq!("TRAIN".parse::<Period>(), Ok(Period::Train));
         let r: Period = "2016-01-01:2016-12-31".parse().expect("range");
         assert_eq!(r.to_string(), "2016-01-01:2016-12-31");
-        assert!(matches!(":2001-01-01".parse::<Period>(), Ok(Period::Range(_, _))));
+        assert_eq!(":2001-01-01".parse::<Period>().map(|p| p.to_string()), Ok(":2001-01-01".into()));
+        assert_eq!("2001-01-01:".parse::<Period>().map(|p| p.to_string()), Ok("2001-01-01:".into()));
         assert!("2016-12-31:2016-01-01".parse::<Period>().is_err());
         assert!("nope".parse::<Period>().is_err());
     }
