@@ -187,32 +187,20 @@ impl Scorer {
         m.rank_icir = ric / ric_sd;
         m.ic_tstat = ic / ic_sd * (ics.len() as f64).sqrt();
         m.n_days = ics.len();
-        for (k, l) in self.extra.iter().enumerate() {
-            let v: Vec<f64> = days.iter().filter_map(|d| d.ic_extra.get(k).copied().flatten()).collect();
-            let x = mean_std(&v).0;
-            match l.horizon {
-                5 => m.ic_h5 = x,
-                10 => m.ic_h10 = x,
-                20 => m.ic_h20 = x,
-                _ => {}
-            }
-        }
-        if !self.extra.iter().any(|l| l.horizon == 5) {
-            m.ic_h5 = f64::NAN;
-        }
-        if !self.extra.iter().any(|l| l.horizon == 10) {
-            m.ic_h10 = f64::NAN;
-        }
-        if !self.extra.iter().any(|l| l.horizon == 20) {
-            m.ic_h20 = f64::NAN;
-        }
+        // Pearson IC at another horizon; NaN when that horizon is not configured.
+        let ic_at = |h: usize| match self.extra.iter().position(|l| l.horizon == h) {
+            Some(k) => mean_std(&days.iter().filter_map(|d| d.ic_extra.get(k).copied().flatten()).collect::<Vec<_>>()).0,
+            None => f64::NAN,
+        };
+        (m.ic_h5, m.ic_h10, m.ic_h20) = (ic_at(5), ic_at(10), ic_at(20));
 
         // Long-short book, in date order.
         let cost = self.cfg.cost_bps / 1e4;
         let mut w_prev = vec![0.0f64; na];
         let mut w = vec![0.0f64; na];
         let (mut net, mut turns) = (Vec::new(), Vec::new());
-        for d in days.iter().filter(|d| d.ls.is_some()) {
+        for d in &days {
+            let Some(ls) = d.ls else { continue };
             w.iter_mut().for_each(|x| *x = 0.0);
             let n = d.long.len() as f64;
             for &i in &d.long {
@@ -222,7 +210,7 @@ impl Scorer {
                 w[i as usize] -= 1.0 / n;
             }
             let turnover = 0.5 * w.iter().zip(&w_prev).map(|(a, b)| (a - b).abs()).sum::<f64>();
-            net.push(d.ls.unwrap_or(f64::NAN) - cost * turnover);
+            net.push(ls - cost * turnover);
             turns.push(turnover);
             std::mem::swap(&mut w, &mut w_prev);
         }
