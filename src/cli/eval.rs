@@ -163,7 +163,7 @@ struct Row {
 }
 
 fn eval_file(defs: &[AlphaDef], args: &EvalArgs, prep: &crate::backtest::Prepared, alphas: &AlphaSet) -> Result<i32> {
-    let (rows, _) = evaluate_batch(defs, &prep.data, alphas, |p| prep.scorer.score(p), !args.json);
+    let rows = evaluate_batch(defs, &prep.data, alphas, |p| prep.scorer.score(p), !args.json);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(0);
@@ -208,14 +208,14 @@ fn eval_file(defs: &[AlphaDef], args: &EvalArgs, prep: &crate::backtest::Prepare
 
 /// Compiles every alpha into one shared graph and evaluates them together (common
 /// sub-expressions such as `adv20` or `rank(volume)` run once), scoring each as soon as
-/// it is ready. Returns rows in input order and the number of graph nodes.
+/// it is ready. Returns rows in input order.
 fn evaluate_batch(
     defs: &[AlphaDef],
     data: &MarketData,
     alphas: &AlphaSet,
     score: impl Fn(&Panel) -> Metrics,
     progress: bool,
-) -> (Vec<Row>, usize) {
+) -> Vec<Row> {
     let mut c = Compiler::new(Schema::of(data), alphas);
     let mut rows: Vec<Row> = Vec::with_capacity(defs.len());
     let mut roots = Vec::new();
@@ -240,7 +240,7 @@ fn evaluate_batch(
         pb.inc(1);
     });
     pb.finish_and_clear();
-    (rows, c.graph.len())
+    rows
 }
 
 /// Writes dates `[start, end)` of a signal in long format.

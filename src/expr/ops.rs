@@ -70,11 +70,6 @@ impl OpDef {
     pub fn min_args(&self) -> usize {
         self.params.iter().filter(|p| !matches!(p, Param::Optional(_))).count()
     }
-
-    /// Whether this operator is written as a symbol (`+`) rather than a call.
-    pub fn is_symbolic(&self) -> bool {
-        self.doc.starts_with("x ") || self.doc.starts_with("-x") || self.doc.starts_with("c ?")
-    }
 }
 
 use Kind::*;
@@ -208,12 +203,12 @@ pub fn lookup(name: &str) -> Option<&'static OpDef> {
     CATALOGUE.iter().find(|o| o.name == n || o.aliases.contains(&n.as_str()))
 }
 
-/// Every name a user can call (names and aliases of the non-symbolic operators, plus
-/// `min`/`max`).
+/// Every name a user can call: operator names and aliases, with `min`/`max` in place of
+/// their internal two-series forms.
 pub fn callable_names() -> Vec<&'static str> {
     let mut v: Vec<&str> = CATALOGUE
         .iter()
-        .filter(|o| !o.is_symbolic() && o.name != "min2" && o.name != "max2")
+        .filter(|o| o.name != "min2" && o.name != "max2")
         .flat_map(|o| std::iter::once(o.name).chain(o.aliases.iter().copied()))
         .collect();
     v.extend(["min", "max"]);
