@@ -21,6 +21,12 @@ impl Panel {
         Panel::filled(n_dates, n_assets, f64::NAN)
     }
 
+    /// A panel of zeros, for outputs a kernel overwrites entirely: zeroed memory comes
+    /// straight from the allocator (fresh pages are zero), without a filling pass.
+    pub fn zeroed(n_dates: usize, n_assets: usize) -> Panel {
+        Panel { n_dates, n_assets, data: vec![0.0; n_dates * n_assets] }
+    }
+
     /// A panel filled with one value.
     pub fn filled(n_dates: usize, n_assets: usize, v: f64) -> Panel {
         Panel { n_dates, n_assets, data: vec![v; n_dates * n_assets] }

@@ -22,7 +22,8 @@ unsafe impl Sync for DisjointOut {}
 /// in parallel over blocks, so no full-panel transpose is ever materialised.
 pub fn per_date<S: Default + Send>(x: &Panel, k: impl Fn(&[f64], &mut [f64], &mut S) + Sync) -> Panel {
     let (nd, na) = (x.n_dates(), x.n_assets());
-    let mut out = Panel::nan(nd, na);
+    // Every cell is written by the scatter below.
+    let mut out = Panel::zeroed(nd, na);
     if nd == 0 || na == 0 {
         return out;
     }

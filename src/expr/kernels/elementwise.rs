@@ -85,7 +85,8 @@ fn prepare(vals: &mut [Value]) -> Option<(Panel, Option<usize>)> {
             }
         }
     }
-    Some((Panel::nan(nd, na), None))
+    // Every cell is written by the map.
+    Some((Panel::zeroed(nd, na), None))
 }
 
 fn src<'a>(v: &'a Value, i: usize, reused: Option<usize>) -> Src<'a> {
