@@ -168,6 +168,10 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
     let sym_index: HashMap<&str, usize> = uni.iter().enumerate().map(|(i, s)| (*s, i)).collect();
     let nd = cal.len();
     let na = uni.len();
+    // Cells are indexed with u32 below.
+    if nd * na > u32::MAX as usize {
+        return Err(DataError::Read { path: path.to_path_buf(), msg: format!("{nd} dates × {na} symbols is too large a panel") });
+    }
 
     // Cell index per row, and duplicate detection.
     let mut first_row = vec![u32::MAX; nd * na];
@@ -201,9 +205,6 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
         Panel::from_asset_major(nd, na, data)
     };
 
-    if nd * na > u32::MAX as usize {
-        return Err(DataError::Read { path: path.to_path_buf(), msg: format!("{nd} dates × {na} symbols is too large a panel") });
-    }
     let close_raw = numeric(path, col("close"))?;
     let factor: Vec<f64> = match find_col(&df, "adj_close") {
         Some(adj) => {
