@@ -63,7 +63,7 @@ pub fn pearson_finite(x: &[f64], y: &[f64], min: usize) -> f64 {
     }
     let sum = |v: [f64; L]| (v[0] + v[1]) + (v[2] + v[3]);
     let count = sum(n);
-    if count < min.max(2) as f64 || constant(x, y) || constant(y, x) {
+    if count < min.max(2) as f64 {
         return f64::NAN;
     }
     let (mx, my) = (sum(sx) / count, sum(sy) / count);
@@ -88,6 +88,12 @@ pub fn pearson_finite(x: &[f64], y: &[f64], min: usize) -> f64 {
     }
     let (cxy, cxx, cyy) = (sum(cxy), sum(cxx), sum(cyy));
     if cxx <= 0.0 || cyy <= 0.0 {
+        return f64::NAN;
+    }
+    // A constant side leaves at most rounding noise in its variance (relative to the sum
+    // of squares, far below 1e-20), so only such a tiny variance needs the exact check.
+    let tiny = |c: f64, m: f64| c <= 1e-20 * (c + count * m * m);
+    if (tiny(cxx, mx) && constant(x, y)) || (tiny(cyy, my) && constant(y, x)) {
         return f64::NAN;
     }
     (cxy / (cxx.sqrt() * cyy.sqrt())).clamp(-1.0, 1.0)
