@@ -9,5 +9,6 @@
 pub mod backtest;
 pub mod data;
 pub mod expr;
+pub mod kb;
 pub mod seeds;
 pub mod cli;

@@ -54,24 +54,49 @@ impl Default for MetricsConfig {
 /// Every metric of one signal over one period. NaN (JSON `null`) where undefined.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
+    #[serde(deserialize_with = "nan_if_null")]
     pub ic: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub rank_ic: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub icir: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub rank_icir: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub ic_tstat: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub ic_h5: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub ic_h10: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub ic_h20: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub sharpe: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub ann_return: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub max_drawdown: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub turnover: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub coverage: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub distinctness: f64,
     /// Dates with a valid IC.
     pub n_days: usize,
     /// Mean label of each signal quintile, lowest first.
+    #[serde(deserialize_with = "nans_if_null")]
     pub quintile_returns: [f64; 5],
+}
+
+/// JSON has no NaN: serde_json writes it as `null`, and this reads `null` back as NaN.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+fn nans_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[f64; 5], D::Error> {
+    let v = <[Option<f64>; 5]>::deserialize(d)?;
+    Ok(v.map(|x| x.unwrap_or(f64::NAN)))
 }
 
 /// Labels of one horizon, date-major over the period's dates.
@@ -340,4 +365,30 @@ pub fn prepare(data: &MarketData, period: &Period, splits: &Splits, cfg: Metrics
     let cut = if end == data.n_dates() { data.clone() } else { data.truncate_dates(end) };
     let scorer = Scorer::new(&cut, start, end, cfg)?;
     Ok(Prepared { data: cut, scorer, period: period.clone() })
+}
+
+/// What mining sees: the data cut at the end of the valid split (the test period is never
+/// loaded into it), with scorers for train and valid. Signals are evaluated once on the cut
+/// data and scored on both splits.
+pub struct MiningView {
+    pub data: MarketData,
+    pub train: Scorer,
+    pub valid: Scorer,
+}
+
+impl MiningView {
+    pub fn new(data: &MarketData, splits: &Splits, cfg: MetricsConfig) -> Result<MiningView, DataError> {
+        let (ts, te) = Period::Train.indices(splits, data)?;
+        let (vs, ve) = Period::Valid.indices(splits, data)?;
+        let cut = if ve == data.n_dates() { data.clone() } else { data.truncate_dates(ve) };
+        let train = Scorer::new(&cut, ts, te, cfg.clone())?;
+        let valid = Scorer::new(&cut, vs, ve, cfg)?;
+        Ok(MiningView { data: cut, train, valid })
+    }
+
+    /// Metrics of a signal on train and valid, keyed by split name.
+    pub fn score(&self, signal: &Panel) -> std::collections::BTreeMap<String, Metrics> {
+        let (t, v) = rayon::join(|| self.train.score(signal), || self.valid.score(signal));
+        [("train".to_string(), t), ("valid".to_string(), v)].into_iter().collect()
+    }
 }

@@ -17,6 +17,8 @@ pub struct Config {
     pub splits: Option<Splits>,
     /// Default cost in basis points.
     pub cost_bps: Option<f64>,
+    /// Knowledge base: a directory or qdrant://host:port/collection.
+    pub kb: Option<String>,
 }
 
 impl Config {

@@ -3,6 +3,7 @@
 mod config;
 mod data_cmd;
 mod eval;
+mod kb;
 pub mod table;
 
 pub use config::{resolve_data, Config};
@@ -46,6 +47,8 @@ pub enum Command {
     },
     /// List every operator of the expression language with its exact meaning.
     Ops,
+    /// Query and maintain the alpha knowledge base.
+    Kb(kb::KbArgs),
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -54,6 +57,7 @@ pub fn run(cli: Cli) -> Result<i32> {
     match cli.cmd {
         Command::Eval(a) => eval::run(a, &cfg),
         Command::Data { cmd } => data_cmd::run(cmd, &cfg),
+        Command::Kb(a) => kb::run(a, &cfg),
         Command::Ops => {
             print!("{}", crate::expr::ops::describe());
             println!("Fields: open, high, low, close, volume (split/dividend adjusted), extra numeric columns of the data,");
@@ -77,4 +81,18 @@ pub fn load_data(args: &DataArgs, cfg: &Config, quiet: bool) -> Result<crate::da
     pb.finish_and_clear();
     tracing::info!("loaded {} in {:.2?}", path.display(), t.elapsed());
     Ok(data)
+}
+
+/// A progress bar (hidden for --json output or when stderr is not a terminal).
+pub fn progress(len: u64, quiet: bool, what: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if quiet || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let pb = indicatif::ProgressBar::new(len);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} [{elapsed} / eta {eta}]") {
+        pb.set_style(style);
+    }
+    pb.set_message(what.to_string());
+    pb
 }

@@ -1,0 +1,332 @@
+//! `alphaloop kb`: query and maintain the alpha knowledge base.
+
+use super::table::{num, render};
+use super::{load_data, Config, DataArgs};
+use crate::backtest::{MetricsConfig, MiningView};
+use crate::kb::io::{self, Format};
+use crate::kb::{AlphaRecord, Filter, Hit, Kb, Location, Status};
+use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct KbArgs {
+    /// Knowledge base: a directory (embedded Qdrant) or qdrant://host:port/collection
+    /// (default: the config's `kb`, else alpha_kb/store).
+    #[arg(long, global = true, env = "ALPHALOOP_KB")]
+    pub kb: Option<String>,
+    /// Print JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub cmd: KbCmd,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum KbCmd {
+    /// Totals, counts by status/family/generation, best metrics and growth over time.
+    Stats,
+    /// Best records by a metric.
+    Top {
+        #[arg(long, default_value = "rank_ic")]
+        by: String,
+        #[arg(long, default_value = "valid")]
+        split: String,
+        #[arg(short = 'n', long, default_value_t = 20)]
+        n: usize,
+        /// Only records with this status (accepted, rejected, error, or all).
+        #[arg(long, default_value = "accepted")]
+        status: String,
+        #[arg(long)]
+        family: Option<String>,
+    },
+    /// Semantic search over ideas ("volume breakout on down days").
+    Search {
+        query: String,
+        #[arg(short = 'n', long, default_value_t = 10)]
+        n: usize,
+        #[arg(long, default_value = "all")]
+        status: String,
+        #[arg(long)]
+        family: Option<String>,
+        /// Only records whose valid Rank IC is at least this.
+        #[arg(long, allow_hyphen_values = true)]
+        min_rank_ic: Option<f64>,
+    },
+    /// Records whose signals behave like ID's (behaviour vector).
+    Similar {
+        id: String,
+        #[arg(short = 'n', long, default_value_t = 10)]
+        n: usize,
+    },
+    /// One record in full: code, idea, metrics, reviews, lessons, lineage.
+    Show { id: String },
+    /// Write every record to a file (or stdout for json/csv without --out).
+    Export {
+        #[arg(long, value_enum, default_value = "json")]
+        format: Format,
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+    },
+    /// Add records: a JSON export, or a TOML file of formulas (evaluated on --data).
+    Import {
+        file: PathBuf,
+        #[command(flatten)]
+        data: DataArgs,
+        /// Family recorded for formulas of a TOML file.
+        #[arg(long, default_value = "seed")]
+        family: String,
+    },
+    /// Delete a record.
+    Rm { id: String },
+}
+
+/// Opens the knowledge base named by the flag, the config or the default.
+pub fn open(flag: Option<&str>, cfg: &Config) -> Result<Kb> {
+    let loc = match flag.or(cfg.kb.as_deref()) {
+        Some(s) => s.parse::<Location>().map_err(anyhow::Error::msg)?,
+        None => Location::default_dir(),
+    };
+    let embedder = crate::kb::default_embedder(None)?;
+    Ok(Kb::open(&loc, embedder)?)
+}
+
+fn status_filter(status: &str, family: Option<&str>) -> Result<Filter> {
+    let mut f = Filter::new();
+    match status {
+        "all" => {}
+        "accepted" | "rejected" | "error" => f = f.is("status", status),
+        s => bail!("unknown status '{s}': accepted, rejected, error or all"),
+    }
+    if let Some(fam) = family {
+        f = f.is("family", fam);
+    }
+    Ok(f)
+}
+
+pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
+    let mut kb = open(args.kb.as_deref(), cfg)?;
+    let json = args.json;
+    match args.cmd {
+        KbCmd::Stats => {
+            let s = kb.stats()?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+                return Ok(0);
+            }
+            println!("knowledge base {}: {} records, {} lessons", kb.location(), s.total, s.lessons);
+            let kv = |m: &std::collections::BTreeMap<String, usize>| {
+                m.iter().map(|(k, v)| vec![k.clone(), v.to_string()]).collect::<Vec<_>>()
+            };
+            println!("{}", render(&["status", "records"], &kv(&s.by_status)));
+            println!("{}", render(&["family", "records"], &kv(&s.by_family)));
+            let gens: Vec<Vec<String>> = s.by_generation.iter().map(|(k, v)| vec![k.to_string(), v.to_string()]).collect();
+            println!("{}", render(&["generation", "records"], &gens));
+            let best: Vec<Vec<String>> = s.best_valid.iter().map(|(k, (v, id))| vec![k.clone(), num(*v), id.clone()]).collect();
+            println!("{}", render(&["best valid", "value", "record"], &best));
+            let growth: Vec<Vec<String>> =
+                s.growth.iter().map(|(d, (n, a))| vec![d.clone(), n.to_string(), a.to_string()]).collect();
+            println!("{}", render(&["day", "added", "accepted"], &growth));
+        }
+        KbCmd::Top { by, split, n, status, family } => {
+            let recs = kb.top(&by, &split, n, &status_filter(&status, family.as_deref())?)?;
+            print_records(&recs, &split, json)?;
+        }
+        KbCmd::Search { query, n, status, family, min_rank_ic } => {
+            let mut f = status_filter(&status, family.as_deref())?;
+            if min_rank_ic.is_some() {
+                f = f.range("valid_rank_ic", min_rank_ic, None);
+            }
+            let hits = kb.search_text(&query, &f, n, true)?;
+            print_hits(&hits, json)?;
+        }
+        KbCmd::Similar { id, n } => print_hits(&kb.similar(&id, n)?, json)?,
+        KbCmd::Show { id } => {
+            let r = kb.get(&id)?.with_context(|| format!("no record '{id}' in {}", kb.location()))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                show(&r);
+            }
+        }
+        KbCmd::Export { format, out } => {
+            let recs = kb.records(&Filter::new())?;
+            match (&out, format) {
+                (Some(p), f) => {
+                    io::write_export(&recs, f, p)?;
+                    eprintln!("exported {} records to {}", recs.len(), p.display());
+                }
+                (None, Format::Json) => println!("{}", serde_json::to_string_pretty(&recs)?),
+                (None, Format::Csv) => {
+                    let tmp = tempfile_path("csv");
+                    io::write_export(&recs, Format::Csv, &tmp)?;
+                    print!("{}", std::fs::read_to_string(&tmp)?);
+                    let _ = std::fs::remove_file(&tmp);
+                }
+                (None, Format::Parquet) => bail!("parquet needs --out FILE"),
+            }
+        }
+        KbCmd::Import { file, data, family } => import(&mut kb, &file, &data, &family, cfg, json)?,
+        KbCmd::Rm { id } => {
+            if !kb.remove(&id)? {
+                bail!("no record '{id}' in {}", kb.location());
+            }
+            if json {
+                println!("{}", serde_json::json!({"removed": id}));
+            } else {
+                println!("removed {id}");
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn tempfile_path(ext: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("alphaloop-export-{}.{ext}", std::process::id()))
+}
+
+fn import(kb: &mut Kb, file: &std::path::Path, data: &DataArgs, family: &str, cfg: &Config, json: bool) -> Result<()> {
+    let is_toml = file.extension().is_some_and(|e| e == "toml");
+    let items = if is_toml {
+        let defs = crate::seeds::load(file)?;
+        let md = load_data(data, cfg, json)?;
+        let splits = cfg.splits.clone().unwrap_or_default();
+        let mcfg = MetricsConfig { cost_bps: cfg.cost_bps.unwrap_or(5.0), ..MetricsConfig::default() };
+        let view = MiningView::new(&md, &splits, mcfg)?;
+        let sample = kb.behaviour_sample(&md, &splits)?;
+        let pb = super::progress(defs.len() as u64, json, "evaluating");
+        let items = io::evaluate_defs(&defs, &view, &sample, family, |_| pb.inc(1));
+        pb.finish_and_clear();
+        items
+    } else {
+        io::read_json_export(file)?.into_iter().map(|r| (r, None)).collect()
+    };
+    let total = items.len();
+    let pb = super::progress(total as u64, json, "storing");
+    let n = io::store_all(kb, items, |recs| {
+        pb.inc(recs.len() as u64);
+        if json {
+            // One line per durable record, so a caller can count what was acknowledged.
+            for r in recs {
+                println!("{}", serde_json::json!({"stored": r.id, "status": r.status.keyword()}));
+            }
+        }
+    })?;
+    pb.finish_and_clear();
+    if !json {
+        println!("imported {n} records from {} into {}", file.display(), kb.location());
+    }
+    Ok(())
+}
+
+fn status_text(r: &AlphaRecord) -> String {
+    match &r.status {
+        Status::Accepted => "accepted".into(),
+        Status::Rejected { reason } => format!("rejected: {reason}"),
+        Status::Error { message } => format!("error: {}", message.lines().next().unwrap_or("")),
+    }
+}
+
+fn short(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n - 1).collect::<String>())
+    }
+}
+
+fn print_records(recs: &[AlphaRecord], split: &str, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(recs)?);
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = recs
+        .iter()
+        .map(|r| {
+            let m = |k: &str| r.metric(split, k).map(num).unwrap_or_else(|| "-".into());
+            vec![r.id.clone(), m("rank_ic"), m("ic"), m("icir"), m("sharpe"), m("turnover"), short(&r.code, 60)]
+        })
+        .collect();
+    println!("{}", render(&["id", &format!("{split} rank_ic"), "ic", "icir", "sharpe", "turnover", "code"], &rows));
+    Ok(())
+}
+
+fn print_hits(hits: &[Hit], json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(hits)?);
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = hits
+        .iter()
+        .map(|h| {
+            let r = &h.record;
+            vec![
+                format!("{:.3}", h.score),
+                format!("{:.3}", h.relevance),
+                r.id.clone(),
+                r.status.keyword().into(),
+                r.metric("valid", "rank_ic").map(num).unwrap_or_else(|| "-".into()),
+                short(if r.idea.is_empty() { &r.code } else { &r.idea }, 60),
+            ]
+        })
+        .collect();
+    println!("{}", render(&["score", "relevance", "id", "status", "valid rank_ic", "idea / code"], &rows));
+    Ok(())
+}
+
+fn show(r: &AlphaRecord) {
+    println!("id          {}", r.id);
+    println!("kind        {:?}", r.kind);
+    println!("status      {}", status_text(r));
+    if !r.name.is_empty() {
+        println!("name        {}", r.name);
+    }
+    if !r.family.is_empty() {
+        println!("family      {}", r.family);
+    }
+    println!("generation  {}", r.generation);
+    if !r.parents.is_empty() {
+        println!("parents     {}", r.parents.join(", "));
+    }
+    if !r.idea.is_empty() {
+        println!("idea        {}", r.idea);
+    }
+    if !r.hypothesis.is_empty() {
+        println!("hypothesis  {}", r.hypothesis);
+    }
+    println!("code\n    {}", r.code.replace('\n', "\n    "));
+    if !r.metrics.is_empty() {
+        let names = ["ic", "rank_ic", "icir", "rank_icir", "ic_h5", "ic_h10", "ic_h20", "sharpe", "max_drawdown", "turnover", "coverage"];
+        let rows: Vec<Vec<String>> = r
+            .metrics
+            .keys()
+            .map(|split| {
+                std::iter::once(split.clone())
+                    .chain(names.iter().map(|m| r.metric(split, m).map(num).unwrap_or_else(|| "-".into())))
+                    .collect()
+            })
+            .collect();
+        let mut head = vec!["split"];
+        head.extend(names);
+        println!("{}", render(&head, &rows));
+    }
+    if let Some(n) = &r.novelty {
+        if let (Some(c), Some(w)) = (n.max_corr, &n.max_corr_with) {
+            println!("novelty     max |corr| {c:.3} with {w}");
+        }
+        if let (Some(o), Some(w)) = (n.ast_overlap, &n.ast_overlap_with) {
+            println!("            AST overlap {:.0}% with {w}", o * 100.0);
+        }
+    }
+    if let Some(l) = &r.lookahead {
+        println!("look-ahead  {l}");
+    }
+    for rv in &r.reviews {
+        println!("review      round {} by {}: {:.1}/10 {}", rv.round, rv.reviewer, rv.score, rv.advice);
+    }
+    for l in &r.lessons {
+        println!("lesson      {l}");
+    }
+    if !r.run_id.is_empty() {
+        println!("run         {} (model {}, {} tokens, ${:.4})", r.run_id, r.model, r.tokens, r.cost_usd);
+    }
+}

@@ -1,0 +1,173 @@
+//! Getting records into and out of the knowledge base: evaluating a file of formulas (seed
+//! alphas) into records with metrics, reading another team's export, and writing exports.
+
+use super::record::{AlphaRecord, Kind, Status, METRIC_NAMES};
+use super::{BehaviourSample, Kb, KbError};
+use crate::backtest::MiningView;
+use crate::expr::{evaluate, Compiler, Schema};
+use crate::seeds::{AlphaDef, AlphaSet};
+use std::path::Path;
+
+/// Records written per store call (one embedding batch, one flush).
+const BATCH: usize = 32;
+
+/// Evaluates formulas on train and valid and returns records (accepted with metrics, or
+/// `error` with the message for formulas that do not compile), each with its behaviour
+/// vector. Signals are evaluated in one shared graph and dropped as soon as they are scored.
+pub fn evaluate_defs(
+    defs: &[AlphaDef],
+    view: &MiningView,
+    sample: &BehaviourSample,
+    family: &str,
+    mut progress: impl FnMut(usize),
+) -> Vec<(AlphaRecord, Option<Vec<f32>>)> {
+    let resolver = AlphaSet::from_defs(defs);
+    let mut c = Compiler::new(Schema::of(&view.data), &resolver);
+    let mut out: Vec<(AlphaRecord, Option<Vec<f32>>)> = Vec::with_capacity(defs.len());
+    let mut roots = Vec::new();
+    let mut root_rec = Vec::new();
+    for d in defs {
+        let mut r = AlphaRecord::new(&d.id, Kind::Expression, &d.formula, Status::Accepted);
+        r.name = d.name.clone().unwrap_or_default();
+        r.idea = d.idea.clone().unwrap_or_default();
+        r.family = family.to_string();
+        if let Some(s) = &d.source {
+            r.tags.push(format!("source:{s}"));
+        }
+        match c.add(&d.formula) {
+            Ok(root) => {
+                roots.push(root);
+                root_rec.push(out.len());
+            }
+            Err(e) => r.status = Status::Error { message: e.to_string() },
+        }
+        out.push((r, None));
+    }
+    let mut done = 0;
+    evaluate(&c.graph, &roots, &view.data, |i, signal| {
+        let (rec, beh) = &mut out[root_rec[i]];
+        rec.metrics = view.score(&signal);
+        *beh = sample.vector(&view.data, &signal);
+        done += 1;
+        progress(done);
+    });
+    out
+}
+
+/// Writes records in batches; `on_stored` is called after each batch is durable.
+pub fn store_all(
+    kb: &Kb,
+    items: Vec<(AlphaRecord, Option<Vec<f32>>)>,
+    mut on_stored: impl FnMut(&[AlphaRecord]),
+) -> Result<usize, KbError> {
+    let mut n = 0;
+    let mut items = items.into_iter().peekable();
+    while items.peek().is_some() {
+        let chunk: Vec<_> = items.by_ref().take(BATCH).collect();
+        let recs: Vec<AlphaRecord> = chunk.iter().map(|(r, _)| r.clone()).collect();
+        kb.put(chunk)?;
+        n += recs.len();
+        on_stored(&recs);
+    }
+    Ok(n)
+}
+
+/// Reads an export written by `kb export --format json` (an array of records).
+pub fn read_json_export(path: &Path) -> Result<Vec<AlphaRecord>, KbError> {
+    let text = std::fs::read_to_string(path).map_err(|e| KbError::Io { path: path.to_path_buf(), source: e })?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| KbError::Invalid(format!("{}: not JSON: {e}", path.display())))?;
+    let arr = v
+        .as_array()
+        .ok_or_else(|| KbError::Invalid(format!("{}: expected a JSON array of records", path.display())))?;
+    arr.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            serde_json::from_value::<AlphaRecord>(r.clone())
+                .map_err(|e| KbError::Invalid(format!("{}: record #{} : {e}", path.display(), i + 1)))
+                .and_then(|rec| {
+                    if rec.schema > super::record::SCHEMA_VERSION {
+                        Err(KbError::Invalid(format!(
+                            "{}: record '{}' has schema {}, newer than this alphaloop ({})",
+                            path.display(),
+                            rec.id,
+                            rec.schema,
+                            super::record::SCHEMA_VERSION
+                        )))
+                    } else {
+                        Ok(rec)
+                    }
+                })
+        })
+        .collect()
+}
+
+/// Export formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Json,
+    Csv,
+    Parquet,
+}
+
+/// Flat columns of an export table: one row per record.
+pub fn table_columns() -> Vec<String> {
+    let mut cols: Vec<String> = [
+        "id", "kind", "status", "reason", "family", "generation", "name", "code", "idea", "hypothesis", "parents", "lessons",
+        "run_id", "model", "tokens", "cost_usd", "created_at",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for split in ["train", "valid"] {
+        for m in METRIC_NAMES {
+            cols.push(format!("{split}_{m}"));
+        }
+    }
+    cols
+}
+
+/// Writes records: JSON (full records, re-importable) or a flat table (CSV, Parquet).
+pub fn write_export(records: &[AlphaRecord], format: Format, path: &Path) -> Result<(), KbError> {
+    use polars::prelude::*;
+    let s = |f: &dyn Fn(&AlphaRecord) -> String| records.iter().map(f).collect::<Vec<String>>();
+    let reason = |r: &AlphaRecord| match &r.status {
+        Status::Accepted => String::new(),
+        Status::Rejected { reason } => reason.clone(),
+        Status::Error { message } => message.clone(),
+    };
+    let mut cols: Vec<Column> = vec![
+        Column::new("id".into(), s(&|r| r.id.clone())),
+        Column::new("kind".into(), s(&|r| format!("{:?}", r.kind).to_lowercase())),
+        Column::new("status".into(), s(&|r| r.status.keyword().to_string())),
+        Column::new("reason".into(), s(&reason)),
+        Column::new("family".into(), s(&|r| r.family.clone())),
+        Column::new("generation".into(), records.iter().map(|r| r.generation).collect::<Vec<u32>>()),
+        Column::new("name".into(), s(&|r| r.name.clone())),
+        Column::new("code".into(), s(&|r| r.code.clone())),
+        Column::new("idea".into(), s(&|r| r.idea.clone())),
+        Column::new("hypothesis".into(), s(&|r| r.hypothesis.clone())),
+        Column::new("parents".into(), s(&|r| r.parents.join(";"))),
+        Column::new("lessons".into(), s(&|r| r.lessons.join("\n"))),
+        Column::new("run_id".into(), s(&|r| r.run_id.clone())),
+        Column::new("model".into(), s(&|r| r.model.clone())),
+        Column::new("tokens".into(), records.iter().map(|r| r.tokens).collect::<Vec<u64>>()),
+        Column::new("cost_usd".into(), records.iter().map(|r| r.cost_usd).collect::<Vec<f64>>()),
+        Column::new("created_at".into(), records.iter().map(|r| r.created_at).collect::<Vec<i64>>()),
+    ];
+    for split in ["train", "valid"] {
+        for m in METRIC_NAMES {
+            let v: Vec<Option<f64>> = records.iter().map(|r| r.metric(split, m)).collect();
+            cols.push(Column::new(format!("{split}_{m}").into(), v));
+        }
+    }
+    let mut df = DataFrame::new(records.len(), cols).map_err(|e| KbError::Invalid(e.to_string()))?;
+    let f = std::fs::File::create(path).map_err(|e| KbError::Io { path: path.to_path_buf(), source: e })?;
+    let res = match format {
+        Format::Csv => CsvWriter::new(f).finish(&mut df).map(|_| ()),
+        Format::Parquet => ParquetWriter::new(f).finish(&mut df).map(|_| ()),
+        Format::Json => serde_json::to_writer_pretty(std::io::BufWriter::new(f), records)
+            .map_err(|e| PolarsError::ComputeError(e.to_string().into())),
+    };
+    res.map_err(|e| KbError::Invalid(format!("{}: {e}", path.display())))
+}

@@ -1,0 +1,237 @@
+//! What the knowledge base stores: one [`AlphaRecord`] per attempt (accepted, rejected or
+//! failed: the paper's KB deliberately keeps both), and free-standing [`Lesson`]s.
+//!
+//! The schema is versioned (`schema`); a record written by a newer alphaloop is refused
+//! with a clear error rather than half-read.
+
+use crate::backtest::Metrics;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of the record layout written by this build.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The language of an alpha's code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    #[default]
+    Expression,
+    Python,
+    Wasm,
+}
+
+/// Outcome of an attempt.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "lowercase")]
+pub enum Status {
+    Accepted,
+    Rejected { reason: String },
+    Error { message: String },
+}
+
+impl Status {
+    /// The keyword stored (and indexed) in the payload.
+    pub fn keyword(&self) -> &'static str {
+        match self {
+            Status::Accepted => "accepted",
+            Status::Rejected { .. } => "rejected",
+            Status::Error { .. } => "error",
+        }
+    }
+}
+
+/// One judge review (rule checks, quick backtest or an LLM review).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+pub struct Review {
+    /// Inner-loop round (1-based).
+    pub round: u32,
+    /// Who reviewed: `rules`, `backtest`, or the model name.
+    pub reviewer: String,
+    /// 0–10.
+    pub score: f64,
+    pub advice: String,
+}
+
+/// Verdict of the novelty checks at acceptance time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+pub struct Novelty {
+    /// Largest |signal correlation| with an accepted alpha, and which one.
+    pub max_corr: Option<f64>,
+    pub max_corr_with: Option<String>,
+    /// Largest common subtree with an accepted alpha, as a share of this alpha's nodes.
+    pub ast_overlap: Option<f64>,
+    pub ast_overlap_with: Option<String>,
+}
+
+/// One alpha attempt.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AlphaRecord {
+    #[serde(default = "schema_version")]
+    pub schema: u32,
+    pub id: String,
+    #[serde(default)]
+    pub kind: Kind,
+    pub code: String,
+    #[serde(default)]
+    pub name: String,
+    /// The trading idea, and the hypothesis the alpha tests.
+    #[serde(default)]
+    pub idea: String,
+    #[serde(default)]
+    pub hypothesis: String,
+    #[serde(default)]
+    pub family: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Lineage: the records this one was derived from.
+    #[serde(default)]
+    pub parents: Vec<String>,
+    #[serde(default)]
+    pub generation: u32,
+    /// Metrics per split name (`train`, `valid`; `test` only in a final report).
+    #[serde(default)]
+    pub metrics: BTreeMap<String, Metrics>,
+    #[serde(default)]
+    pub reviews: Vec<Review>,
+    /// Short reflections after evaluation: what worked, what failed, why.
+    #[serde(default)]
+    pub lessons: Vec<String>,
+    pub status: Status,
+    #[serde(default)]
+    pub novelty: Option<Novelty>,
+    /// Look-ahead check verdict (`clean`, or what was read from the future).
+    #[serde(default)]
+    pub lookahead: Option<String>,
+    #[serde(default)]
+    pub run_id: String,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub tokens: u64,
+    #[serde(default)]
+    pub cost_usd: f64,
+    /// Seconds since the Unix epoch.
+    #[serde(default)]
+    pub created_at: i64,
+}
+
+fn schema_version() -> u32 {
+    SCHEMA_VERSION
+}
+
+impl AlphaRecord {
+    /// A new record with the current time and schema; callers fill in the rest.
+    pub fn new(id: impl Into<String>, kind: Kind, code: impl Into<String>, status: Status) -> AlphaRecord {
+        AlphaRecord {
+            schema: SCHEMA_VERSION,
+            id: id.into(),
+            kind,
+            code: code.into(),
+            name: String::new(),
+            idea: String::new(),
+            hypothesis: String::new(),
+            family: String::new(),
+            tags: Vec::new(),
+            parents: Vec::new(),
+            generation: 0,
+            metrics: BTreeMap::new(),
+            reviews: Vec::new(),
+            lessons: Vec::new(),
+            status,
+            novelty: None,
+            lookahead: None,
+            run_id: String::new(),
+            model: String::new(),
+            tokens: 0,
+            cost_usd: 0.0,
+            created_at: now(),
+        }
+    }
+
+    /// A metric by name on a split (`None` when absent or not finite).
+    pub fn metric(&self, split: &str, name: &str) -> Option<f64> {
+        let m = self.metrics.get(split)?;
+        metric_of(m, name).filter(|v| v.is_finite())
+    }
+
+    /// The text the `idea` vector embeds.
+    pub fn idea_text(&self) -> String {
+        let mut s = String::new();
+        for part in [&self.name, &self.idea, &self.hypothesis] {
+            if !part.is_empty() {
+                if !s.is_empty() {
+                    s.push_str(". ");
+                }
+                s.push_str(part);
+            }
+        }
+        if s.is_empty() {
+            s = self.code.clone();
+        }
+        s
+    }
+}
+
+/// Metric names accepted by `--by` and by metric filters.
+pub const METRIC_NAMES: &[&str] = &[
+    "ic", "rank_ic", "icir", "rank_icir", "ic_tstat", "ic_h5", "ic_h10", "ic_h20", "sharpe", "ann_return",
+    "max_drawdown", "turnover", "coverage", "distinctness",
+];
+
+/// Reads a metric by name.
+pub fn metric_of(m: &Metrics, name: &str) -> Option<f64> {
+    Some(match name {
+        "ic" => m.ic,
+        "rank_ic" => m.rank_ic,
+        "icir" => m.icir,
+        "rank_icir" => m.rank_icir,
+        "ic_tstat" => m.ic_tstat,
+        "ic_h5" => m.ic_h5,
+        "ic_h10" => m.ic_h10,
+        "ic_h20" => m.ic_h20,
+        "sharpe" => m.sharpe,
+        "ann_return" => m.ann_return,
+        "max_drawdown" => m.max_drawdown,
+        "turnover" => m.turnover,
+        "coverage" => m.coverage,
+        "distinctness" => m.distinctness,
+        "n_days" => m.n_days as f64,
+        _ => return None,
+    })
+}
+
+/// A reflection not tied to one alpha (e.g. a generation summary).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Lesson {
+    pub id: String,
+    pub text: String,
+    #[serde(default)]
+    pub run_id: String,
+    #[serde(default)]
+    pub generation: u32,
+    /// Records the lesson was drawn from.
+    #[serde(default)]
+    pub sources: Vec<String>,
+    #[serde(default)]
+    pub created_at: i64,
+}
+
+/// Seconds since the Unix epoch.
+pub fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// The numeric point id a record id maps to (64-bit FNV-1a; the string id is kept in the
+/// payload and checked on read, so a collision is detected rather than silently merged).
+pub fn point_id(id: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.as_bytes() {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}

@@ -1,0 +1,191 @@
+//! Retrieval for the writer and the judge (and `kb search`): text queries against the
+//! `idea` vectors, ranked by one documented score, diversified per retrieval type.
+//!
+//! **Score** of a record for a query:
+//!
+//! ```text
+//! score = 0.6 · relevance + 0.3 · performance + 0.1 · recency
+//! relevance   = max(0, cosine(query, idea vector))
+//! performance = clamp(0.5 + 10 · valid Rank IC, 0, 1)    (0.5 when there is none;
+//!               a Rank IC of +0.05 scores 1, −0.05 scores 0)
+//! recency     = 0.5 ^ (age in hours / 24)                 (half-life of one day)
+//! ```
+//!
+//! Failures are ranked without the performance term (their metrics are poor by
+//! definition; what matters is how close the mistake is to the new idea); lessons by
+//! relevance and recency only.
+//!
+//! **Diversity** (FinAgent's diversified retrieval): from the best `4·k` candidates of each
+//! type, maximal marginal relevance picks `k`, each step taking the candidate with the best
+//! `score − 0.5 · (max cosine to one already picked)`, so five rewordings of one idea do not
+//! fill the context.
+
+use super::store::{Doc, IDEA};
+use super::{AlphaRecord, Filter, Hit, Kb, KbError, Lesson};
+use serde::Serialize;
+use serde_json::Value;
+
+pub const W_RELEVANCE: f64 = 0.6;
+pub const W_PERFORMANCE: f64 = 0.3;
+pub const W_RECENCY: f64 = 0.1;
+const DIVERSITY: f64 = 0.5;
+
+/// What the writer sees from the KB for one idea.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Context {
+    pub successes: Vec<Hit>,
+    pub failures: Vec<Hit>,
+    pub lessons: Vec<LessonHit>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LessonHit {
+    pub score: f64,
+    pub lesson: Lesson,
+}
+
+fn performance(r: &AlphaRecord) -> f64 {
+    r.metric("valid", "rank_ic").map(|v| (0.5 + 10.0 * v).clamp(0.0, 1.0)).unwrap_or(0.5)
+}
+
+fn recency(created_at: i64, now: i64) -> f64 {
+    let hours = (now - created_at).max(0) as f64 / 3600.0;
+    0.5f64.powf(hours / 24.0)
+}
+
+/// The documented score of a record.
+pub fn score(relevance: f64, r: &AlphaRecord, with_performance: bool, now: i64) -> f64 {
+    let rel = relevance.max(0.0);
+    let rec = recency(r.created_at, now);
+    if with_performance {
+        W_RELEVANCE * rel + W_PERFORMANCE * performance(r) + W_RECENCY * rec
+    } else {
+        (W_RELEVANCE * rel + W_RECENCY * rec) / (W_RELEVANCE + W_RECENCY)
+    }
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let (mut ab, mut aa, mut bb) = (0f64, 0f64, 0f64);
+    for (x, y) in a.iter().zip(b) {
+        ab += (*x as f64) * (*y as f64);
+        aa += (*x as f64) * (*x as f64);
+        bb += (*y as f64) * (*y as f64);
+    }
+    if aa == 0.0 || bb == 0.0 {
+        0.0
+    } else {
+        ab / (aa.sqrt() * bb.sqrt())
+    }
+}
+
+/// Greedy maximal marginal relevance over (score, vector, item).
+fn mmr<T>(mut cands: Vec<(f64, Vec<f32>, T)>, k: usize) -> Vec<(f64, T)> {
+    let mut picked: Vec<(f64, Vec<f32>, T)> = Vec::new();
+    while picked.len() < k && !cands.is_empty() {
+        let (mut best, mut best_val) = (0, f64::NEG_INFINITY);
+        for (i, (s, v, _)) in cands.iter().enumerate() {
+            let sim = picked.iter().map(|(_, pv, _)| cosine(v, pv)).fold(0.0, f64::max);
+            let val = s - DIVERSITY * sim;
+            if val > best_val {
+                (best, best_val) = (i, val);
+            }
+        }
+        picked.push(cands.swap_remove(best));
+    }
+    picked.into_iter().map(|(s, _, t)| (s, t)).collect()
+}
+
+fn idea_vec(d: &Doc) -> Vec<f32> {
+    d.vectors.iter().find(|(n, _)| n == IDEA).map(|(_, v)| v.clone()).unwrap_or_default()
+}
+
+impl Kb {
+    /// Records nearest to a text query (semantic search), scored and diversified.
+    pub fn search_text(&self, query: &str, filter: &Filter, k: usize, with_performance: bool) -> Result<Vec<Hit>, KbError> {
+        let q = self.embedder().embed(&[query.to_string()])?.pop().unwrap_or_default();
+        self.search_vec(&q, filter, k, with_performance)
+    }
+
+    fn search_vec(&self, q: &[f32], filter: &Filter, k: usize, with_performance: bool) -> Result<Vec<Hit>, KbError> {
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let now = super::record::now();
+        let docs = self.nearest(IDEA, q, filter, 4 * k, true)?;
+        let mut cands = Vec::with_capacity(docs.len());
+        for (rel, d) in docs {
+            let r = self.decode_doc(&d)?;
+            let s = score(rel as f64, &r, with_performance, now);
+            cands.push((s, idea_vec(&d), (rel as f64, r)));
+        }
+        Ok(mmr(cands, k).into_iter().map(|(score, (relevance, record))| Hit { score, relevance, record }).collect())
+    }
+
+    /// Lessons nearest to a text query.
+    pub fn search_lessons(&self, q: &[f32], k: usize) -> Result<Vec<LessonHit>, KbError> {
+        let now = super::record::now();
+        let docs = self.store().search(IDEA, q, &Filter::new().is("type", "lesson"), 4 * k.max(1), true)?;
+        let mut cands = Vec::new();
+        for (rel, d) in docs {
+            let Some(l) = d.payload.get("lesson").and_then(|l| serde_json::from_value::<Lesson>(l.clone()).ok()) else {
+                continue;
+            };
+            let s = (W_RELEVANCE * (rel as f64).max(0.0) + W_RECENCY * recency(l.created_at, now)) / (W_RELEVANCE + W_RECENCY);
+            cands.push((s, idea_vec(&d), l));
+        }
+        Ok(mmr(cands, k).into_iter().map(|(score, lesson)| LessonHit { score, lesson }).collect())
+    }
+
+    /// The writer's context for an idea: similar successes, similar failures and lessons,
+    /// `k` of each, diversified.
+    pub fn retrieve(&self, idea: &str, k: usize) -> Result<Context, KbError> {
+        let q = self.embedder().embed(&[idea.to_string()])?.pop().unwrap_or_default();
+        Ok(Context {
+            successes: self.search_vec(&q, &Filter::new().is("status", "accepted"), k, true)?,
+            failures: self.search_vec(&q, &Filter::new().is_in("status", &["rejected", "error"]), k, false)?,
+            lessons: self.search_lessons(&q, k)?,
+        })
+    }
+
+    /// Records that behave like `id` (behaviour vector; the code vector when the record has
+    /// no behaviour vector, e.g. code that failed to run).
+    pub fn similar(&self, id: &str, k: usize) -> Result<Vec<Hit>, KbError> {
+        let (rec, b) = self.get_with_behaviour(id)?.ok_or_else(|| KbError::NotFound(id.to_string()))?;
+        let (name, q) = match b {
+            Some(b) => (super::store::BEHAVIOUR, b),
+            None => {
+                let v = self.embedder().embed(&[rec.code.clone()])?.pop().unwrap_or_default();
+                (super::store::CODE, v)
+            }
+        };
+        let hits = self.nearest(name, &q, &Filter::new(), k + 1, false)?;
+        let mut out = Vec::new();
+        for (s, d) in hits {
+            if d.payload.get("id").and_then(Value::as_str) == Some(id) {
+                continue;
+            }
+            let r = self.decode_doc(&d)?;
+            out.push(Hit { score: s as f64, relevance: s as f64, record: r });
+        }
+        out.truncate(k);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mmr_prefers_diverse_items() {
+        let c = vec![(0.9, vec![1.0, 0.0], "a"), (0.89, vec![1.0, 0.0], "a2"), (0.8, vec![0.0, 1.0], "b")];
+        let got: Vec<&str> = mmr(c, 2).into_iter().map(|x| x.1).collect();
+        assert_eq!(got, vec!["a", "b"]);
+    }
+
+    #[test]
+    fn recency_halves_each_day() {
+        assert!((recency(0, 86_400) - 0.5).abs() < 1e-12);
+        assert_eq!(recency(100, 100), 1.0);
+    }
+}

@@ -1,0 +1,317 @@
+//! The knowledge base on the real embedded Qdrant engine, the real embedding model and the
+//! real data: upsert/reopen, filters, search, diversified retrieval, novelty, durability
+//! under kill -9, and the "store in use" error.
+
+mod common;
+
+use alphaloop::backtest::{MetricsConfig, MiningView};
+use alphaloop::data::Splits;
+use alphaloop::kb::novelty::NoveltyConfig;
+use alphaloop::kb::{io, AlphaRecord, Filter, Kb, Kind, Lesson, Location, Status};
+use alphaloop::seeds::AlphaDef;
+use common::{bin, sample, shared};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+/// Splits that fit the sample (2015–2018).
+fn splits() -> Splits {
+    let d = |s: &str| s.parse().expect("date");
+    Splits {
+        train: (d("2015-01-01"), d("2016-12-31")),
+        valid: (d("2017-01-01"), d("2017-12-31")),
+        test: (d("2018-01-01"), d("2018-12-31")),
+    }
+}
+
+fn embedder() -> Arc<dyn alphaloop::kb::embed::Embedder> {
+    static E: OnceLock<Arc<dyn alphaloop::kb::embed::Embedder>> = OnceLock::new();
+    E.get_or_init(|| alphaloop::kb::default_embedder(None).expect("embedding model installed by scripts/setup")).clone()
+}
+
+fn open(dir: &Path) -> Kb {
+    Kb::open(&Location::Dir(dir.to_path_buf()), embedder()).expect("kb opens")
+}
+
+fn view() -> &'static MiningView {
+    static V: OnceLock<MiningView> = OnceLock::new();
+    V.get_or_init(|| MiningView::new(sample(), &splits(), MetricsConfig::default()).expect("view"))
+}
+
+fn def(id: &str, formula: &str, idea: &str) -> AlphaDef {
+    AlphaDef { id: id.into(), formula: formula.into(), name: None, idea: Some(idea.into()), source: None }
+}
+
+/// Evaluates and stores formulas as accepted records.
+fn add(kb: &mut Kb, defs: &[AlphaDef]) -> Vec<(AlphaRecord, Option<Vec<f32>>)> {
+    let sample_spec = kb.behaviour_sample(sample(), &splits()).expect("sample");
+    let items = io::evaluate_defs(defs, view(), &sample_spec, "test", |_| {});
+    io::store_all(kb, items.clone(), |_| {}).expect("stored");
+    items
+}
+
+#[test]
+fn embeddings_are_unit_length_and_meaningful() {
+    let e = embedder();
+    assert_eq!(e.dim(), 384);
+    let v = e
+        .embed(&["stocks that rose keep rising".into(), "price momentum continues".into(), "how to bake bread".into()])
+        .expect("embeds");
+    for x in &v {
+        let n: f32 = x.iter().map(|a| a * a).sum::<f32>().sqrt();
+        assert!((n - 1.0).abs() < 1e-4, "norm {n}");
+    }
+    let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+    assert!(dot(&v[0], &v[1]) > dot(&v[0], &v[2]) + 0.1, "momentum texts should be closer than bread");
+}
+
+#[test]
+fn records_survive_reopen_and_filters_work() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let defs = vec![
+        def("mom", "rank(delta(close, 10))", "ten-day price momentum"),
+        def("rev", "-1 * rank(delta(close, 2))", "short-term reversal of two-day moves"),
+        def("vol", "-1 * ts_corr(rank(volume), rank(close), 10)", "volume and price moving apart"),
+        def("bad", "rank(clsoe)", "a typo"),
+    ];
+    {
+        let mut kb = open(dir.path());
+        add(&mut kb, &defs);
+        let mut l = AlphaRecord::new("rejected_one", Kind::Expression, "rank(open)", Status::Rejected { reason: "low IC".into() });
+        l.metrics.insert("valid".into(), Default::default());
+        l.metrics.get_mut("valid").expect("valid").rank_ic = f64::NAN;
+        kb.put(vec![(l, None)]).expect("put");
+    }
+    let kb = open(dir.path());
+    assert_eq!(kb.count(&Filter::new()).expect("count"), 5);
+    assert_eq!(kb.count(&Filter::new().is("status", "accepted")).expect("count"), 3);
+    let bad = kb.get("bad").expect("get").expect("stored");
+    match &bad.status {
+        Status::Error { message } => assert!(message.contains("clsoe"), "{message}"),
+        s => panic!("expected an error record, got {s:?}"),
+    }
+    // NaN metrics survive the JSON payload.
+    let rj = kb.get("rejected_one").expect("get").expect("stored");
+    assert!(rj.metrics["valid"].rank_ic.is_nan());
+    // Stored metrics equal a fresh evaluation.
+    let mom = kb.get("mom").expect("get").expect("stored");
+    let sig = alphaloop::expr::eval_expr("rank(delta(close, 10))", &view().data, &alphaloop::expr::NoAlphas).expect("eval");
+    assert_eq!(mom.metrics["valid"].rank_ic.to_bits(), view().valid.score(&sig).rank_ic.to_bits());
+    assert_eq!(mom.metrics.len(), 2, "train and valid only, never test");
+    // Metric range filter on the indexed payload key.
+    let rics: Vec<f64> = ["mom", "rev", "vol"].iter().map(|id| kb.get(id).unwrap().unwrap().metric("valid", "rank_ic").unwrap()).collect();
+    let lo = rics.iter().cloned().fold(f64::INFINITY, f64::min);
+    let above = kb.count(&Filter::new().range("valid_rank_ic", Some(lo + 1e-12), None)).expect("count");
+    assert_eq!(above, 2);
+    // top is sorted.
+    let top = kb.top("rank_ic", "valid", 10, &Filter::new().is("status", "accepted")).expect("top");
+    let vals: Vec<f64> = top.iter().map(|r| r.metric("valid", "rank_ic").unwrap()).collect();
+    assert!(vals.windows(2).all(|w| w[0] >= w[1]), "{vals:?}");
+    // Semantic search finds the volume idea for a volume query.
+    let hits = kb.search_text("trading volume diverging from price", &Filter::new(), 2, false).expect("search");
+    assert_eq!(hits[0].record.id, "vol");
+    // Removal.
+    assert!(kb.remove("rev").expect("rm"));
+    assert!(!kb.remove("rev").expect("rm"));
+    assert!(kb.get("rev").expect("get").is_none());
+}
+
+#[test]
+fn novelty_rejects_near_copies_and_keeps_new_signals() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut kb = open(dir.path());
+    add(
+        &mut kb,
+        &[
+            def("base", "rank(delta(close, 5))", "five-day momentum"),
+            def("corrvol", "ts_corr(rank(close), rank(volume), 10)", "price-volume correlation"),
+        ],
+    );
+    let spec = kb.behaviour_sample(sample(), &splits()).expect("sample");
+    let cfg = NoveltyConfig::default();
+    let check = |kb: &Kb, code: &str, cfg: &NoveltyConfig| {
+        let sig = alphaloop::expr::eval_expr(code, &view().data, &alphaloop::expr::NoAlphas).expect("eval");
+        let b = spec.vector(&view().data, &sig).expect("behaviour");
+        kb.check_novelty("cand", Kind::Expression, code, Some(&b), cfg, None).expect("check")
+    };
+    let v = check(&kb, "rank(delta(close, 5)) * 2 + 1", &cfg);
+    assert!(v.reject.as_deref().unwrap_or("").contains("base"), "{v:?}");
+    assert!(v.novelty.max_corr.unwrap() > 0.99);
+    // A sign flip is the same signal.
+    let v = check(&kb, "-1 * rank(delta(close, 5))", &cfg);
+    assert!(v.novelty.max_corr.unwrap() < -0.99, "{v:?}");
+    assert!(v.reject.is_some());
+    // Something else passes.
+    let v = check(&kb, "rank(ts_std(returns, 20))", &cfg);
+    assert!(v.reject.is_none(), "{v:?}");
+    assert!(v.novelty.max_corr.unwrap().abs() < 0.7);
+    // AST overlap: shares the whole ts_corr(...) subtree (6 of 9 nodes).
+    let strict = NoveltyConfig { max_ast_overlap: 0.6, ..NoveltyConfig::default() };
+    let v = check(&kb, "ts_corr(rank(close), rank(volume), 10) * sign(returns)", &strict);
+    assert_eq!(v.novelty.ast_overlap_with.as_deref(), Some("corrvol"));
+    assert!((v.novelty.ast_overlap.unwrap() - 6.0 / 9.0).abs() < 1e-12);
+    if v.novelty.max_corr.unwrap().abs() < 0.7 {
+        assert!(v.reject.as_deref().unwrap_or("").contains("shared subtree"), "{v:?}");
+    }
+    let v = check(&kb, "ts_corr(rank(close), rank(volume), 10) * sign(returns)", &cfg);
+    assert!(v.reject.is_none() || v.novelty.max_corr.unwrap().abs() >= 0.7, "{v:?}");
+}
+
+#[test]
+fn retrieval_separates_successes_failures_and_lessons_and_diversifies() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let kb = open(dir.path());
+    let mk = |id: &str, idea: &str, status: Status| {
+        let mut r = AlphaRecord::new(id, Kind::Expression, format!("rank(delta(close, {}))", id.len()), status);
+        r.idea = idea.into();
+        (r, None)
+    };
+    kb.put(vec![
+        mk("m1", "price momentum over ten days", Status::Accepted),
+        mk("m2", "price momentum over ten days.", Status::Accepted),
+        mk("m3", "momentum of the stock price over two weeks", Status::Accepted),
+        mk("v1", "volume spikes on down days", Status::Accepted),
+        mk("f1", "momentum with a one-day window", Status::Rejected { reason: "too noisy".into() }),
+        mk("f2", "broken momentum code", Status::Error { message: "unknown field".into() }),
+    ])
+    .expect("put");
+    kb.put_lesson(&Lesson {
+        id: "l1".into(),
+        text: "Momentum windows shorter than five days behave like reversal.".into(),
+        run_id: "r".into(),
+        generation: 1,
+        sources: vec!["f1".into()],
+        created_at: alphaloop::kb::record::now(),
+    })
+    .expect("lesson");
+    let ctx = kb.retrieve("price momentum", 2).expect("retrieve");
+    assert_eq!(ctx.successes.len(), 2);
+    assert!(ctx.successes.iter().all(|h| h.record.status == Status::Accepted));
+    let ids: Vec<&str> = ctx.successes.iter().map(|h| h.record.id.as_str()).collect();
+    assert!(!(ids.contains(&"m1") && ids.contains(&"m2")), "near-duplicates both picked: {ids:?}");
+    assert!(ctx.failures.iter().all(|h| h.record.status != Status::Accepted));
+    assert_eq!(ctx.failures.len(), 2);
+    assert_eq!(ctx.lessons.len(), 1);
+    assert_eq!(ctx.lessons[0].lesson.id, "l1");
+    assert_eq!(kb.lessons().expect("lessons").len(), 1);
+}
+
+#[test]
+fn a_second_process_gets_a_clear_in_use_error() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let _kb = open(dir.path());
+    let out = bin().args(["kb", "--kb"]).arg(dir.path()).arg("stats").output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("in use by another alphaloop process"), "{err}");
+    assert!(err.contains(&format!("pid {}", std::process::id())), "{err}");
+}
+
+/// Kills an importer with SIGKILL at random points; every record it acknowledged must be
+/// found, and the store must open.
+#[test]
+fn kill_9_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = dir.path().join("store");
+    let export = dir.path().join("export.json");
+    let recs: Vec<AlphaRecord> = (0..400)
+        .map(|i| {
+            let mut r = AlphaRecord::new(format!("k{i:04}"), Kind::Expression, format!("rank(delta(close, {}))", i % 50 + 1), Status::Accepted);
+            r.idea = format!("synthetic idea number {i} about momentum window {}", i % 50 + 1);
+            r
+        })
+        .collect();
+    std::fs::write(&export, serde_json::to_string(&recs).expect("json")).expect("write");
+    let mut acked_total = std::collections::BTreeSet::new();
+    // Deterministic "random" kill points (after this many acknowledged batches).
+    for (round, kill_after) in [1usize, 3, 2, 5].iter().enumerate() {
+        let mut child = bin()
+            .args(["kb", "--json", "--kb"])
+            .arg(&store)
+            .arg("import")
+            .arg(&export)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let mut acked = Vec::new();
+        while let Some(Ok(line)) = lines.next() {
+            let v: serde_json::Value = serde_json::from_str(&line).expect("json line");
+            acked.push(v["stored"].as_str().expect("id").to_string());
+            if acked.len() >= kill_after * 32 {
+                break;
+            }
+        }
+        // SAFETY: sending a signal to our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let _ = child.wait();
+        let kb = open(&store);
+        for id in &acked {
+            assert!(kb.get(id).expect("get").is_some(), "round {round}: acknowledged record {id} lost");
+        }
+        acked_total.extend(acked);
+        let found = kb.count(&Filter::new()).expect("count");
+        assert!(found >= acked_total.len(), "round {round}: {found} found < {} acknowledged", acked_total.len());
+        eprintln!("round {round}: {} acknowledged so far, {found} found", acked_total.len());
+    }
+}
+
+/// `kb import` of the seed file, then every `kb` subcommand through the binary.
+#[test]
+fn kb_cli_end_to_end() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = dir.path().join("store");
+    let cfg = dir.path().join("alphaloop.toml");
+    let mut f = std::fs::File::create(&cfg).expect("cfg");
+    writeln!(
+        f,
+        "data = {:?}\n[splits]\ntrain = [\"2015-01-01\", \"2016-12-31\"]\nvalid = [\"2017-01-01\", \"2017-12-31\"]\ntest = [\"2018-01-01\", \"2018-12-31\"]",
+        shared("data/sp500_sample.parquet")
+    )
+    .expect("write");
+    let run = |args: &[&str]| {
+        let out = bin().arg("--config").arg(&cfg).arg("kb").arg("--kb").arg(&store).args(args).output().expect("runs");
+        let so = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        so
+    };
+    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml");
+    run(&["import", seeds.to_str().expect("utf8")]);
+    let stats: serde_json::Value = serde_json::from_str(&run(&["--json", "stats"])).expect("json");
+    assert_eq!(stats["total"], 101);
+    assert_eq!(stats["by_status"]["error"], 1, "only alpha 056 (cap) fails");
+    let top: serde_json::Value = serde_json::from_str(&run(&["--json", "top", "-n", "5"])).expect("json");
+    let v: Vec<f64> = top.as_array().expect("array").iter().map(|r| r["metrics"]["valid"]["rank_ic"].as_f64().expect("f64")).collect();
+    assert_eq!(v.len(), 5);
+    assert!(v.windows(2).all(|w| w[0] >= w[1]));
+    let show: serde_json::Value = serde_json::from_str(&run(&["--json", "show", "alpha101_001"])).expect("json");
+    assert_eq!(show["id"], "alpha101_001");
+    assert!(show["metrics"]["train"]["ic"].is_number());
+    assert!(show["metrics"].get("test").is_none());
+    let sim: serde_json::Value = serde_json::from_str(&run(&["--json", "similar", "alpha101_001", "-n", "3"])).expect("json");
+    assert_eq!(sim.as_array().expect("array").len(), 3);
+    assert!(sim[0]["record"]["id"] != "alpha101_001");
+    let hits: serde_json::Value = serde_json::from_str(&run(&["--json", "search", "volume", "-n", "4"])).expect("json");
+    assert_eq!(hits.as_array().expect("array").len(), 4);
+    let pq = dir.path().join("kb.parquet");
+    run(&["export", "--format", "parquet", "-o", pq.to_str().expect("utf8")]);
+    assert!(std::fs::metadata(&pq).expect("written").len() > 1000);
+    let csv = run(&["export", "--format", "csv"]);
+    assert_eq!(csv.lines().count(), 102);
+    let js = dir.path().join("kb.json");
+    run(&["export", "--format", "json", "-o", js.to_str().expect("utf8")]);
+    // Another team's export into a fresh store.
+    let other = dir.path().join("other");
+    let out = bin().args(["kb", "--kb"]).arg(&other).arg("import").arg(&js).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = bin().args(["kb", "--json", "--kb"]).arg(&other).arg("stats").output().expect("runs");
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(st["total"], 101);
+    let rm: serde_json::Value = serde_json::from_str(&run(&["--json", "rm", "alpha101_002"])).expect("json");
+    assert_eq!(rm["removed"], "alpha101_002");
+    let out = bin().arg("--config").arg(&cfg).args(["kb", "--kb"]).arg(&store).args(["show", "alpha101_002"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no record 'alpha101_002'"));
+}
