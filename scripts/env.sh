@@ -2,5 +2,7 @@
 # Build outputs live outside the clone so rebuilds are incremental across clones and CI runs.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/alphaloop/target}"
 export ALPHALOOP_CACHE="${ALPHALOOP_CACHE:-$HOME/.cache/alphaloop}"
+# XGBoost's C library from the PyPI wheel (fetched by scripts/setup); build.rs adds an rpath.
+export XGBOOST_LIB_DIR="${XGBOOST_LIB_DIR:-$ALPHALOOP_CACHE/xgboost-3.4.1/xgboost/lib}"
 mkdir -p "$CARGO_TARGET_DIR" "$ALPHALOOP_CACHE"
 command -v cargo >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs)" >&2; exit 1; }

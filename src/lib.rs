@@ -10,5 +10,6 @@ pub mod backtest;
 pub mod data;
 pub mod expr;
 pub mod kb;
+pub mod model;
 pub mod seeds;
 pub mod cli;

@@ -224,7 +224,7 @@ fn kill_9_loses_nothing_acknowledged() {
     std::fs::write(&export, serde_json::to_string(&recs).expect("json")).expect("write");
     let mut acked_total = std::collections::BTreeSet::new();
     // Deterministic "random" kill points (after this many acknowledged batches).
-    for (round, kill_after) in [1usize, 3, 2, 5].iter().enumerate() {
+    for (round, (kill_after, delay_ms)) in [(1usize, 0u64), (3, 4), (2, 9), (5, 15)].iter().enumerate() {
         let mut child = bin()
             .args(["kb", "--json", "--kb"])
             .arg(&store)
@@ -244,6 +244,8 @@ fn kill_9_loses_nothing_acknowledged() {
                 break;
             }
         }
+        // Let the next batch get under way, so the kill lands inside a write.
+        std::thread::sleep(std::time::Duration::from_millis(*delay_ms));
         // SAFETY: sending a signal to our own child.
         unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
         let _ = child.wait();

@@ -19,6 +19,11 @@ pub struct Config {
     pub cost_bps: Option<f64>,
     /// Knowledge base: a directory or qdrant://host:port/collection.
     pub kb: Option<String>,
+    /// Text embedder for the knowledge base: `minilm` (default, local) or `openai:MODEL`
+    /// (any OpenAI-compatible `/v1/embeddings`; base URL from `embed_url` or
+    /// `$OPENAI_BASE_URL`, key from `$OPENAI_API_KEY`).
+    pub embedder: Option<String>,
+    pub embed_url: Option<String>,
 }
 
 impl Config {

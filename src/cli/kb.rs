@@ -86,8 +86,24 @@ pub fn open(flag: Option<&str>, cfg: &Config) -> Result<Kb> {
         Some(s) => s.parse::<Location>().map_err(anyhow::Error::msg)?,
         None => Location::default_dir(),
     };
-    let embedder = crate::kb::default_embedder(None)?;
-    Ok(Kb::open(&loc, embedder)?)
+    Ok(Kb::open(&loc, embedder(cfg)?)?)
+}
+
+/// The embedder the config names (default: the local all-MiniLM-L6-v2).
+pub fn embedder(cfg: &Config) -> Result<std::sync::Arc<dyn crate::kb::embed::Embedder>> {
+    match cfg.embedder.as_deref() {
+        None | Some("minilm") => Ok(crate::kb::default_embedder(None)?),
+        Some(s) if s.starts_with("openai:") => {
+            let base = cfg
+                .embed_url
+                .clone()
+                .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
+                .unwrap_or_else(|| "https://api.openai.com/v1".into());
+            let e = crate::kb::embed::OpenAiEmbedder::new(&base, &s["openai:".len()..], std::env::var("OPENAI_API_KEY").ok())?;
+            Ok(std::sync::Arc::new(crate::kb::embed::Cached::new(Box::new(e))))
+        }
+        Some(s) => bail!("unknown embedder '{s}' in the config: minilm or openai:MODEL"),
+    }
 }
 
 fn status_filter(status: &str, family: Option<&str>) -> Result<Filter> {
@@ -212,6 +228,7 @@ fn import(kb: &mut Kb, file: &std::path::Path, data: &DataArgs, family: &str, cf
         }
     })?;
     pb.finish_and_clear();
+    kb.optimize()?;
     if !json {
         println!("imported {n} records from {} into {}", file.display(), kb.location());
     }

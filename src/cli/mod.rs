@@ -4,6 +4,7 @@ mod config;
 mod data_cmd;
 mod eval;
 mod kb;
+mod train;
 pub mod table;
 
 pub use config::{resolve_data, Config};
@@ -49,6 +50,10 @@ pub enum Command {
     Ops,
     /// Query and maintain the alpha knowledge base.
     Kb(kb::KbArgs),
+    /// Train the combined XGBoost model over KB alphas (or the seeds) and report it.
+    Train(train::TrainArgs),
+    /// Score stocks on a date with a trained model.
+    Predict(train::PredictArgs),
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -58,6 +63,8 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Eval(a) => eval::run(a, &cfg),
         Command::Data { cmd } => data_cmd::run(cmd, &cfg),
         Command::Kb(a) => kb::run(a, &cfg),
+        Command::Train(a) => train::run_train(a, &cfg),
+        Command::Predict(a) => train::run_predict(a, &cfg),
         Command::Ops => {
             print!("{}", crate::expr::ops::describe());
             println!("Fields: open, high, low, close, volume (split/dividend adjusted), extra numeric columns of the data,");

@@ -257,6 +257,11 @@ impl Store for EdgeStore {
         self.shard.count(req).map_err(|e| engine(&self.dir, e))
     }
 
+    fn optimize(&self) -> Result<(), KbError> {
+        self.shard.optimize().map_err(|e| engine(&self.dir, e))?;
+        self.shard.flush().map_err(|e| engine(&self.dir, e))
+    }
+
     fn dims(&self) -> Dims {
         self.dims
     }

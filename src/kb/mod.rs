@@ -320,6 +320,12 @@ impl Kb {
         self.store.search(vector, query, &f, limit, with_vectors)
     }
 
+    /// Lets the engine build its vector indexes (HNSW) and merge small segments; worth it
+    /// after a large import or at the end of a mining run.
+    pub fn optimize(&self) -> Result<(), KbError> {
+        self.store.optimize()
+    }
+
     pub(crate) fn store(&self) -> &dyn Store {
         self.store.as_ref()
     }
@@ -392,7 +398,7 @@ fn write_meta(store: &dyn Store, meta: &Meta) -> Result<(), KbError> {
 }
 
 /// The payload of a record: the full record plus the flat, indexed keys filters use.
-fn alpha_payload(r: &AlphaRecord) -> Result<Map<String, Value>, KbError> {
+pub fn alpha_payload(r: &AlphaRecord) -> Result<Map<String, Value>, KbError> {
     let mut p = Map::new();
     p.insert("type".into(), json!("alpha"));
     p.insert("id".into(), json!(r.id));

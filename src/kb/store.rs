@@ -99,6 +99,10 @@ pub trait Store: Send + Sync {
         with_vectors: bool,
     ) -> Result<Vec<(f32, Doc)>, KbError>;
     fn count(&self, filter: &Filter) -> Result<usize, KbError>;
+    /// Builds indexes / merges segments where the engine leaves that to the caller.
+    fn optimize(&self) -> Result<(), KbError> {
+        Ok(())
+    }
     /// The dimensions the store was created with.
     fn dims(&self) -> Dims;
     /// Where it lives (for messages).

@@ -1,0 +1,388 @@
+//! `alphaloop train` and `alphaloop predict`: the combined XGBoost model over mined alphas.
+
+use super::table::{num, render};
+use super::{load_data, Config, DataArgs};
+use crate::backtest::MetricsConfig;
+use crate::data::{Date, MarketData};
+use crate::expr::{Compiler, Schema};
+use crate::kb::{Filter, Kb};
+use crate::model::{self, Feature, Report, StopOn, Target, TrainConfig, TrainResult, Transform};
+use crate::seeds::{self, AlphaSet};
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args, Debug)]
+pub struct TrainArgs {
+    /// Knowledge base the features come from (default: the config's, else alpha_kb/store).
+    #[arg(long, env = "ALPHALOOP_KB")]
+    pub kb: Option<String>,
+    #[command(flatten)]
+    pub data: DataArgs,
+    /// Use the N best accepted alphas (by --by on --split), decorrelated.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    #[arg(long, default_value = "rank_ic")]
+    pub by: String,
+    /// Split the selection looks at: train or valid (never test).
+    #[arg(long, default_value = "valid")]
+    pub split: String,
+    /// Greedy decorrelation: skip an alpha whose |behaviour correlation| with one already
+    /// chosen exceeds this.
+    #[arg(long, default_value_t = 0.7)]
+    pub max_corr: f64,
+    /// Use exactly these KB alphas (comma-separated ids) instead of --top.
+    #[arg(long, value_delimiter = ',')]
+    pub ids: Vec<String>,
+    /// Use the alpha101 seeds (alpha_kb/seeds/alpha101.toml) as the features.
+    #[arg(long, conflicts_with = "ids")]
+    pub seeds: bool,
+    /// Skip the baseline of the alpha101 seeds through the same model.
+    #[arg(long)]
+    pub no_seed_baseline: bool,
+    #[arg(long, value_enum, default_value = "rank")]
+    pub transform: Transform,
+    #[arg(long, value_enum, default_value = "rank")]
+    pub target: Target,
+    #[arg(long, value_enum, default_value = "rank-ic")]
+    pub stop_on: StopOn,
+    #[arg(long, default_value_t = 200)]
+    pub max_rounds: u32,
+    #[arg(long, default_value_t = 20)]
+    pub patience: u32,
+    #[arg(long, default_value_t = 0.05)]
+    pub eta: f64,
+    #[arg(long, default_value_t = 4)]
+    pub max_depth: u32,
+    /// L2 regularisation.
+    #[arg(long, default_value_t = 10.0)]
+    pub lambda: f64,
+    #[arg(long, default_value_t = 200.0)]
+    pub min_child_weight: f64,
+    /// Where to save the model (JSON: booster, features, settings, data fingerprint).
+    #[arg(long, default_value = "alpha_kb/models/latest.json")]
+    pub out: PathBuf,
+    /// Instead of one model: retrain on the first k accepted alphas (KB order) for
+    /// k = 5, 10, 20, ... and write curve.csv and curve.png into this directory.
+    #[arg(long)]
+    pub curve: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PredictArgs {
+    #[arg(long)]
+    pub model: PathBuf,
+    #[command(flatten)]
+    pub data: DataArgs,
+    /// Date to score (default: the last date of the data).
+    #[arg(long)]
+    pub date: Option<Date>,
+    /// Write the scores to a .parquet or .csv file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn seed_resolver() -> Result<AlphaSet> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml");
+    Ok(if p.exists() { AlphaSet::from_defs(&seeds::load(&p)?) } else { AlphaSet::default() })
+}
+
+/// The seed alphas that compile on this data (the `cap` one does not).
+fn seed_features(data: &MarketData, resolver: &AlphaSet) -> Result<Vec<Feature>> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml");
+    let defs = seeds::load(&p)?;
+    let mut c = Compiler::new(Schema::of(data), resolver);
+    Ok(defs
+        .into_iter()
+        .filter(|d| match c.add(&d.formula) {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!("seed {} left out: {e}", d.id);
+                false
+            }
+        })
+        .map(|d| Feature { id: d.id, code: d.formula })
+        .collect())
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let (mut ab, mut aa, mut bb) = (0f64, 0f64, 0f64);
+    for (x, y) in a.iter().zip(b) {
+        ab += (*x as f64) * (*y as f64);
+        aa += (*x as f64).powi(2);
+        bb += (*y as f64).powi(2);
+    }
+    if aa == 0.0 || bb == 0.0 { 0.0 } else { ab / (aa * bb).sqrt() }
+}
+
+/// Features from the KB: explicit ids, or the top N by a train/valid metric, greedily
+/// decorrelated on behaviour vectors.
+fn kb_features(kb: &Kb, args: &TrainArgs) -> Result<Vec<Feature>> {
+    if !args.ids.is_empty() {
+        return args
+            .ids
+            .iter()
+            .map(|id| {
+                let r = kb.get(id)?.with_context(|| format!("no record '{id}' in {}", kb.location()))?;
+                if r.kind != crate::kb::Kind::Expression {
+                    bail!("'{id}' is a {:?} alpha; the combined model takes expressions", r.kind);
+                }
+                Ok(Feature { id: r.id, code: r.code })
+            })
+            .collect();
+    }
+    if args.split == "test" {
+        bail!("features are never chosen on the test split: use --split train or valid");
+    }
+    let cands = kb.top(&args.by, &args.split, usize::MAX, &Filter::new().is("status", "accepted").is("kind", "expression"))?;
+    let mut chosen: Vec<(Feature, Option<Vec<f32>>)> = Vec::new();
+    for r in cands {
+        if chosen.len() >= args.top {
+            break;
+        }
+        let b = kb.get_with_behaviour(&r.id)?.and_then(|x| x.1);
+        let too_close = b
+            .as_ref()
+            .is_some_and(|b| chosen.iter().any(|(_, c)| c.as_ref().is_some_and(|c| cosine(b, c).abs() > args.max_corr)));
+        if !too_close {
+            chosen.push((Feature { id: r.id, code: r.code }, b));
+        }
+    }
+    if chosen.is_empty() {
+        bail!("the knowledge base {} has no accepted expression alphas with {} on {}; run `alphaloop kb import alpha_kb/seeds/alpha101.toml` or a mining run first, or use --seeds", kb.location(), args.by, args.split);
+    }
+    Ok(chosen.into_iter().map(|c| c.0).collect())
+}
+
+fn config(args: &TrainArgs) -> TrainConfig {
+    TrainConfig {
+        transform: args.transform,
+        target: args.target,
+        stop_on: args.stop_on,
+        max_rounds: args.max_rounds,
+        patience: args.patience,
+        eta: args.eta,
+        max_depth: args.max_depth,
+        lambda: args.lambda,
+        min_child_weight: args.min_child_weight,
+        ..TrainConfig::default()
+    }
+}
+
+pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
+    let data = load_data(&args.data, cfg, args.json)?;
+    let splits = cfg.splits.clone().unwrap_or_default();
+    let mcfg = MetricsConfig { cost_bps: cfg.cost_bps.unwrap_or(5.0), ..MetricsConfig::default() };
+    let resolver = seed_resolver()?;
+    let tcfg = config(&args);
+    let pb = super::progress(0, args.json, "");
+    pb.enable_steady_tick(std::time::Duration::from_millis(200));
+    let say = |s: &str| pb.set_message(s.to_string());
+
+    if let Some(dir) = &args.curve {
+        let kb = super::kb::open(args.kb.as_deref(), cfg)?;
+        let recs = kb.records(&Filter::new().is("status", "accepted").is("kind", "expression"))?;
+        let all: Vec<Feature> = recs.into_iter().map(|r| Feature { id: r.id, code: r.code }).collect();
+        drop(kb);
+        let mut ks: Vec<usize> = std::iter::successors(Some(5usize), |k| Some(k * 2)).take_while(|k| *k < all.len()).collect();
+        ks.push(all.len());
+        let mut rows = Vec::new();
+        for k in ks {
+            say(&format!("curve: k = {k}"));
+            let r = model::train(&data, &splits, &all[..k], &resolver, &tcfg, &mcfg, |_| {})?;
+            rows.push((k, r));
+        }
+        pb.finish_and_clear();
+        return write_curve(dir, &rows, args.json);
+    }
+
+    let features = if args.seeds {
+        seed_features(&data, &resolver)?
+    } else {
+        let kb = super::kb::open(args.kb.as_deref(), cfg)?;
+        kb_features(&kb, &args)?
+    };
+    let res = model::train(&data, &splits, &features, &resolver, &tcfg, &mcfg, say)?;
+    let seed_model = if args.seeds || args.no_seed_baseline {
+        None
+    } else {
+        say("baseline: the alpha101 seeds through the same model");
+        Some(model::train(&data, &splits, &seed_features(&data, &resolver)?, &resolver, &tcfg, &mcfg, |_| {})?)
+    };
+    pb.finish_and_clear();
+    if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    res.saved.save(&args.out)?;
+    print_train(&res, seed_model.as_ref(), &args, &tcfg)?;
+    Ok(0)
+}
+
+fn report_json(r: &Report) -> serde_json::Value {
+    serde_json::to_value(r).unwrap_or_default()
+}
+
+fn print_train(res: &TrainResult, seeds: Option<&TrainResult>, args: &TrainArgs, tcfg: &TrainConfig) -> Result<()> {
+    if args.json {
+        let mut v = report_json(&res.model);
+        v["features"] = serde_json::to_value(&res.features)?;
+        v["trees"] = serde_json::json!(res.trees);
+        v["importance"] = serde_json::to_value(&res.importance)?;
+        v["settings"] = serde_json::to_value(tcfg)?;
+        v["model_file"] = serde_json::json!(args.out);
+        let mut b = serde_json::Map::new();
+        if let Some((id, r)) = &res.best_single {
+            b.insert("best_single".into(), serde_json::json!({"id": id, "report": report_json(r)}));
+        }
+        b.insert("equal_weight".into(), report_json(&res.equal_weight));
+        if let Some(s) = seeds {
+            b.insert("seeds_model".into(), report_json(&s.model));
+        }
+        v["baselines"] = serde_json::Value::Object(b);
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!(
+        "combined model: {} features, {} trees (early-stopped on valid {}), target {:?}, features {:?}; saved to {}",
+        res.features.len(),
+        res.trees,
+        match tcfg.stop_on {
+            StopOn::Mse => "MSE",
+            StopOn::RankIc => "Rank IC",
+        },
+        tcfg.target,
+        tcfg.transform,
+        args.out.display()
+    );
+    let mut rows = Vec::new();
+    let mut add = |name: &str, r: &Report| {
+        for split in ["train", "valid", "test"] {
+            if let Some(s) = r.get(split) {
+                rows.push(vec![
+                    name.to_string(),
+                    split.to_string(),
+                    num(s.ic),
+                    num(s.rank_ic),
+                    num(s.icir),
+                    if s.mse.is_finite() { format!("{:.6}", s.mse) } else { "-".into() },
+                    num(s.sharpe),
+                    num(s.max_drawdown),
+                    num(s.turnover),
+                ]);
+            }
+        }
+    };
+    add("model", &res.model);
+    if let Some((id, r)) = &res.best_single {
+        add(&format!("best single ({id})"), r);
+    }
+    add("equal-weight ranks", &res.equal_weight);
+    if let Some(s) = seeds {
+        add("alpha101 seeds, same model", &s.model);
+    }
+    println!("{}", render(&["signal", "split", "ic", "rank_ic", "icir", "mse", "sharpe (net)", "max_dd", "turnover"], &rows));
+    let imp: Vec<Vec<String>> =
+        res.importance.iter().take(15).map(|i| vec![i.id.clone(), format!("{:.4}", i.gain), i.splits.to_string()]).collect();
+    println!("{}", render(&["feature", "gain", "splits"], &imp));
+    Ok(())
+}
+
+fn write_curve(dir: &Path, rows: &[(usize, TrainResult)], json: bool) -> Result<i32> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut csv = String::from("k,trees,test_ic,test_rank_ic,test_icir,test_mse,test_sharpe,valid_rank_ic,valid_mse\n");
+    let mut table = Vec::new();
+    for (k, r) in rows {
+        let t = r.model.get("test").cloned().unwrap_or_default();
+        let v = r.model.get("valid").cloned().unwrap_or_default();
+        csv.push_str(&format!(
+            "{k},{},{},{},{},{},{},{},{}\n",
+            r.trees, t.ic, t.rank_ic, t.icir, t.mse, t.sharpe, v.rank_ic, v.mse
+        ));
+        table.push(vec![
+            k.to_string(),
+            r.trees.to_string(),
+            num(t.ic),
+            num(t.rank_ic),
+            num(t.icir),
+            format!("{:.6}", t.mse),
+            num(t.sharpe),
+            num(v.rank_ic),
+        ]);
+    }
+    std::fs::write(dir.join("curve.csv"), &csv)?;
+    let series = |name: &str, f: &dyn Fn(&TrainResult) -> f64| model::plot::Series {
+        name: name.into(),
+        points: rows.iter().map(|(k, r)| (*k as f64, f(r))).collect(),
+    };
+    let get = |r: &TrainResult, s: &str| r.model.get(s).map(|x| x.rank_ic).unwrap_or(f64::NAN);
+    model::plot::lines(
+        &dir.join("curve.png"),
+        "Combined model vs. number of KB alphas",
+        "accepted alphas used (KB order)",
+        "Rank IC",
+        &[series("test Rank IC", &|r| get(r, "test")), series("valid Rank IC", &|r| get(r, "valid"))],
+    )
+    .map_err(anyhow::Error::msg)?;
+    if json {
+        let v: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(k, r)| serde_json::json!({"k": k, "trees": r.trees, "test": r.model.get("test"), "valid": r.model.get("valid")}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("{}", render(&["k", "trees", "test ic", "test rank_ic", "test icir", "test mse", "test sharpe", "valid rank_ic"], &table));
+        println!("wrote {} and {}", dir.join("curve.csv").display(), dir.join("curve.png").display());
+    }
+    Ok(0)
+}
+
+pub fn run_predict(args: PredictArgs, cfg: &Config) -> Result<i32> {
+    let m = model::SavedModel::load(&args.model)?;
+    let data = load_data(&args.data, cfg, args.json)?;
+    if m.data_fingerprint != data.fingerprint() {
+        tracing::info!("predicting on other data than the model was trained on (fingerprint differs)");
+    }
+    let t = match args.date {
+        None => data.n_dates().checked_sub(1).context("the data has no dates")?,
+        Some(d) => data.dates.binary_search(&d).map_err(|_| {
+            anyhow::anyhow!(
+                "date {d} is not a trading date of {} ({} to {})",
+                data.source.display(),
+                data.dates.first().map(|d| d.to_string()).unwrap_or_default(),
+                data.dates.last().map(|d| d.to_string()).unwrap_or_default()
+            )
+        })?,
+    };
+    let scores = m.predict(&data, t, &seed_resolver()?)?;
+    if let Some(out) = &args.out {
+        use polars::prelude::*;
+        let mut df = DataFrame::new(
+            scores.len(),
+            vec![
+                Column::new("date".into(), vec![data.dates[t].to_string(); scores.len()]),
+                Column::new("symbol".into(), scores.iter().map(|s| s.0.clone()).collect::<Vec<_>>()),
+                Column::new("score".into(), scores.iter().map(|s| s.1).collect::<Vec<_>>()),
+            ],
+        )?;
+        let f = std::fs::File::create(out).with_context(|| format!("cannot write {}", out.display()))?;
+        match out.extension().and_then(|e| e.to_str()) {
+            Some("parquet") => {
+                ParquetWriter::new(f).finish(&mut df)?;
+            }
+            Some("csv") => CsvWriter::new(f).finish(&mut df)?,
+            _ => bail!("{}: --out must end in .parquet or .csv", out.display()),
+        }
+    }
+    if args.json {
+        let v: Vec<serde_json::Value> = scores.iter().map(|(s, x)| serde_json::json!({"symbol": s, "score": x})).collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("scores for {} ({} stocks, best first)", data.dates[t], scores.len());
+        let rows: Vec<Vec<String>> = scores.iter().map(|(s, x)| vec![s.clone(), format!("{x:.6}")]).collect();
+        println!("{}", render(&["symbol", "score"], &rows));
+    }
+    Ok(0)
+}

@@ -1,0 +1,537 @@
+//! The combined forecasting model: XGBoost over the values of chosen alphas.
+//!
+//! Protocol (QuantAgent's combined model, made honest): features are alpha signals,
+//! cross-sectionally ranked or z-scored per date; the target is the conventions' label
+//! (optionally ranked or demeaned per date); the booster is fit on train rows, early-stopped
+//! on valid (MSE or valid Rank IC), and only then scored on test. Rows of a split only carry
+//! labels that lie inside that split, so no label crosses a split boundary. Nothing about the
+//! test period (features, hyper-parameters, stopping) is chosen by looking at it.
+//!
+//! Baselines reported beside the model: the best single feature (chosen on valid, signed by
+//! its train Rank IC) and the equal-weight average of the features' signed ranks.
+
+pub mod plot;
+
+use crate::backtest::{Metrics, MetricsConfig, Scorer};
+use crate::data::{MarketData, Panel, Period, Splits};
+use crate::expr::kernels::cross;
+use crate::expr::{evaluate, AlphaResolver, Compiler, Schema};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use xgb::{Booster, DMatrix};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("xgboost: {0}")]
+    Xgb(String),
+    #[error("feature '{id}' ({code}): {msg}")]
+    Feature { id: String, code: String, msg: String },
+    #[error("{0}")]
+    Data(#[from] crate::data::DataError),
+    #[error("{path}: {msg}")]
+    File { path: String, msg: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn xe(e: impl std::fmt::Display) -> ModelError {
+    ModelError::Xgb(e.to_string())
+}
+
+/// Per-date transform of the features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Transform {
+    #[default]
+    Rank,
+    Zscore,
+}
+
+/// What the booster is fit to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    /// The label itself.
+    Raw,
+    /// The label's percentile rank per date, minus 0.5.
+    #[default]
+    Rank,
+    /// The label minus its cross-sectional mean.
+    Demean,
+}
+
+/// Early-stopping criterion on the valid split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum StopOn {
+    Mse,
+    #[default]
+    RankIc,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TrainConfig {
+    pub transform: Transform,
+    pub target: Target,
+    pub stop_on: StopOn,
+    pub max_rounds: u32,
+    pub patience: u32,
+    pub eta: f64,
+    pub max_depth: u32,
+    pub lambda: f64,
+    pub alpha: f64,
+    pub subsample: f64,
+    pub colsample: f64,
+    pub min_child_weight: f64,
+    pub seed: u64,
+    /// Test-only switches for the null tests: shuffle the train labels; add the label as a
+    /// feature.
+    #[serde(skip)]
+    pub shuffle_train_labels: bool,
+    #[serde(skip)]
+    pub leak_label: bool,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            transform: Transform::Rank,
+            target: Target::Rank,
+            stop_on: StopOn::RankIc,
+            max_rounds: 200,
+            patience: 20,
+            eta: 0.05,
+            max_depth: 4,
+            lambda: 10.0,
+            alpha: 0.0,
+            subsample: 0.8,
+            colsample: 0.8,
+            min_child_weight: 200.0,
+            seed: 7,
+            shuffle_train_labels: false,
+            leak_label: false,
+        }
+    }
+}
+
+/// One input alpha.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Feature {
+    pub id: String,
+    pub code: String,
+}
+
+/// Metrics of one signal on one split, plus the MSE against the training target.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct SplitReport {
+    pub ic: f64,
+    pub rank_ic: f64,
+    pub icir: f64,
+    pub mse: f64,
+    pub sharpe: f64,
+    pub max_drawdown: f64,
+    pub turnover: f64,
+    pub n_days: usize,
+}
+
+impl SplitReport {
+    fn from(m: &Metrics, mse: f64) -> SplitReport {
+        SplitReport {
+            ic: m.ic,
+            rank_ic: m.rank_ic,
+            icir: m.icir,
+            mse,
+            sharpe: m.sharpe,
+            max_drawdown: m.max_drawdown,
+            turnover: m.turnover,
+            n_days: m.n_days,
+        }
+    }
+}
+
+pub type Report = BTreeMap<String, SplitReport>;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Importance {
+    pub id: String,
+    /// Average gain of the splits on this feature (XGBoost's "gain"), 0 when unused.
+    pub gain: f64,
+    pub splits: usize,
+}
+
+/// Everything `train` produces.
+#[derive(Clone, Debug, Serialize)]
+pub struct TrainResult {
+    pub model: Report,
+    pub best_single: Option<(String, Report)>,
+    pub equal_weight: Report,
+    pub trees: u32,
+    pub importance: Vec<Importance>,
+    pub features: Vec<Feature>,
+    #[serde(skip)]
+    pub saved: SavedModel,
+}
+
+/// A model on disk: the booster with everything needed to reproduce its inputs.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct SavedModel {
+    pub format: u32,
+    pub features: Vec<Feature>,
+    pub config: Option<TrainConfig>,
+    pub splits: Option<Splits>,
+    pub data_fingerprint: String,
+    pub trees: u32,
+    /// The booster in XGBoost's JSON format.
+    pub booster: String,
+}
+
+/// Rows (date, asset) of one split with a finite label inside the split.
+struct Rows {
+    idx: Vec<(u32, u32)>,
+    /// Raw labels.
+    label: Vec<f64>,
+    /// The training target.
+    target: Vec<f32>,
+}
+
+fn label_of(close: &Panel, t: usize, a: usize, end: usize, h: usize) -> f64 {
+    let (g, nd) = (1usize, close.n_dates());
+    if t + g + h >= end || t + g + h >= nd {
+        return f64::NAN;
+    }
+    close.get(t + g + h, a) / close.get(t + g, a) - 1.0
+}
+
+fn rows_for(data: &MarketData, start: usize, end: usize, target: Target, h: usize) -> Result<Rows, ModelError> {
+    let close = data.field("close").ok_or_else(|| ModelError::Invalid("the data has no close".into()))?;
+    let na = data.n_assets();
+    let mut r = Rows { idx: Vec::new(), label: Vec::new(), target: Vec::new() };
+    let (mut row, mut out) = (vec![f64::NAN; na], vec![f64::NAN; na]);
+    let (mut buf, mut tmp) = (Vec::new(), Vec::new());
+    for t in start..end {
+        for (a, v) in row.iter_mut().enumerate() {
+            *v = label_of(close, t, a, end, h);
+        }
+        let fin: Vec<f64> = row.iter().copied().filter(|v| v.is_finite()).collect();
+        if fin.len() < 2 {
+            continue;
+        }
+        match target {
+            Target::Raw => out.copy_from_slice(&row),
+            Target::Rank => {
+                cross::rank_row(&row, &mut out, &mut buf, &mut tmp);
+                out.iter_mut().for_each(|v| *v -= 0.5);
+            }
+            Target::Demean => {
+                let m = fin.iter().sum::<f64>() / fin.len() as f64;
+                for (o, v) in out.iter_mut().zip(&row) {
+                    *o = v - m;
+                }
+            }
+        }
+        for a in 0..na {
+            if row[a].is_finite() {
+                r.idx.push((t as u32, a as u32));
+                r.label.push(row[a]);
+                r.target.push(out[a] as f32);
+            }
+        }
+    }
+    Ok(r)
+}
+
+/// Applies the per-date transform to a signal.
+fn transform(p: &Panel, t: Transform) -> Panel {
+    match t {
+        Transform::Rank => cross::rank(p),
+        Transform::Zscore => cross::zscore(p),
+    }
+}
+
+/// A tiny deterministic generator (xorshift) for the label-shuffling null test.
+fn shuffle<T>(v: &mut [T], seed: u64) {
+    let mut s = seed | 1;
+    for i in (1..v.len()).rev() {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        v.swap(i, (s % (i as u64 + 1)) as usize);
+    }
+}
+
+fn panel_from_rows(rows: &Rows, values: &[f32], n_dates: usize, n_assets: usize) -> Panel {
+    let mut p = Panel::nan(n_dates, n_assets);
+    for (&(t, a), v) in rows.idx.iter().zip(values) {
+        p.set(t as usize, a as usize, *v as f64);
+    }
+    p
+}
+
+fn mse(pred: &[f32], target: &[f32]) -> f64 {
+    if pred.is_empty() {
+        return f64::NAN;
+    }
+    pred.iter().zip(target).map(|(p, t)| ((*p - *t) as f64).powi(2)).sum::<f64>() / pred.len() as f64
+}
+
+const SPLITS: [&str; 3] = ["train", "valid", "test"];
+
+/// Trains the combined model on `features` and reports it with its baselines.
+pub fn train(
+    data: &MarketData,
+    splits: &Splits,
+    features: &[Feature],
+    resolver: &dyn AlphaResolver,
+    cfg: &TrainConfig,
+    mcfg: &MetricsConfig,
+    mut progress: impl FnMut(&str),
+) -> Result<TrainResult, ModelError> {
+    if features.is_empty() {
+        return Err(ModelError::Invalid("no features: the selection is empty".into()));
+    }
+    let (nd, na) = (data.n_dates(), data.n_assets());
+    let h = mcfg.horizon.max(1);
+    let periods = [Period::Train, Period::Valid, Period::Test];
+    let mut rows = Vec::new();
+    let mut scorers = Vec::new();
+    for p in &periods {
+        let (s, e) = p.indices(splits, data)?;
+        let mut r = rows_for(data, s, e, cfg.target, h)?;
+        if cfg.shuffle_train_labels && matches!(p, Period::Train) {
+            shuffle(&mut r.target, cfg.seed);
+        }
+        rows.push(r);
+        scorers.push(Scorer::new(data, s, e, mcfg.clone())?);
+    }
+    let nf = features.len() + usize::from(cfg.leak_label);
+    let mut xs: Vec<Vec<f32>> = rows.iter().map(|r| vec![f32::NAN; r.idx.len() * nf]).collect();
+
+    // Evaluate every feature once (one shared graph) and scatter it into the row matrices;
+    // keep only what the baselines need (per-feature metrics and a running signed average).
+    let mut c = Compiler::new(Schema::of(data), resolver);
+    let mut roots = Vec::new();
+    for f in features {
+        let r = c
+            .add(&f.code)
+            .map_err(|e| ModelError::Feature { id: f.id.clone(), code: f.code.clone(), msg: e.to_string() })?;
+        roots.push(r);
+    }
+    progress("evaluating features");
+    let mut single: Vec<[Metrics; 3]> = vec![Default::default(); features.len()];
+    let mut sum = vec![0f64; nd * na];
+    let mut cnt = vec![0u32; nd * na];
+    evaluate(&c.graph, &roots, data, |j, sig| {
+        let tp = transform(&sig, cfg.transform);
+        drop(sig);
+        for (r, x) in rows.iter().zip(xs.iter_mut()) {
+            for (i, &(t, a)) in r.idx.iter().enumerate() {
+                x[i * nf + j] = tp.get(t as usize, a as usize) as f32;
+            }
+        }
+        let ms = [scorers[0].score(&tp), scorers[1].score(&tp), scorers[2].score(&tp)];
+        let sign = if ms[0].rank_ic.is_finite() && ms[0].rank_ic < 0.0 { -1.0 } else { 1.0 };
+        let rk = cross::rank(&tp);
+        for (k, v) in rk.as_slice().iter().enumerate() {
+            if v.is_finite() {
+                sum[k] += sign * (v - 0.5);
+                cnt[k] += 1;
+            }
+        }
+        single[j] = ms;
+    });
+    if cfg.leak_label {
+        for (r, x) in rows.iter().zip(xs.iter_mut()) {
+            for (i, l) in r.label.iter().enumerate() {
+                x[i * nf + nf - 1] = *l as f32;
+            }
+        }
+    }
+
+    progress("training");
+    let mk = |x: &[f32], r: &Rows| -> Result<DMatrix, ModelError> {
+        let mut d = DMatrix::from_dense(x, r.idx.len()).map_err(xe)?;
+        d.set_labels(&r.target).map_err(xe)?;
+        Ok(d)
+    };
+    let dtrain = mk(&xs[0], &rows[0])?;
+    let dvalid = mk(&xs[1], &rows[1])?;
+    let dtest = mk(&xs[2], &rows[2])?;
+    drop(xs);
+    let mut booster = Booster::new_with_cached_dmats(&Default::default(), &[&dtrain, &dvalid]).map_err(xe)?;
+    let params: Vec<(&str, String)> = vec![
+        ("objective", "reg:squarederror".into()),
+        ("tree_method", "hist".into()),
+        ("eta", cfg.eta.to_string()),
+        ("max_depth", cfg.max_depth.to_string()),
+        ("lambda", cfg.lambda.to_string()),
+        ("alpha", cfg.alpha.to_string()),
+        ("subsample", cfg.subsample.to_string()),
+        ("colsample_bytree", cfg.colsample.to_string()),
+        ("min_child_weight", cfg.min_child_weight.to_string()),
+        ("seed", cfg.seed.to_string()),
+        ("nthread", rayon::current_num_threads().to_string()),
+        ("base_score", "0".into()),
+    ];
+    for (k, v) in &params {
+        booster.set_param(k, v).map_err(xe)?;
+    }
+    let (mut best, mut best_round, mut since) = (f64::NEG_INFINITY, 0u32, 0u32);
+    for round in 0..cfg.max_rounds {
+        booster.update(&dtrain, round as i32).map_err(xe)?;
+        let pv = booster.predict(&dvalid).map_err(xe)?;
+        let score = match cfg.stop_on {
+            StopOn::Mse => -mse(&pv, &rows[1].target),
+            StopOn::RankIc => scorers[1].score(&panel_from_rows(&rows[1], &pv, nd, na)).rank_ic,
+        };
+        let score = if score.is_finite() { score } else { f64::NEG_INFINITY };
+        if score > best {
+            (best, best_round, since) = (score, round, 0);
+        } else {
+            since += 1;
+            if since >= cfg.patience {
+                break;
+            }
+        }
+    }
+    let trees = best_round + 1;
+    let booster = booster.slice(0, trees as i32).map_err(xe)?;
+
+    let mut model = Report::new();
+    for (k, d) in [&dtrain, &dvalid, &dtest].iter().enumerate() {
+        let p = booster.predict(d).map_err(xe)?;
+        let m = scorers[k].score(&panel_from_rows(&rows[k], &p, nd, na));
+        model.insert(SPLITS[k].into(), SplitReport::from(&m, mse(&p, &rows[k].target)));
+    }
+
+    // Baselines.
+    let best_single = (0..features.len())
+        .filter(|&j| single[j][1].rank_ic.is_finite() && single[j][0].rank_ic.is_finite())
+        .max_by(|&a, &b| {
+            let s = |j: usize| single[j][1].rank_ic * single[j][0].rank_ic.signum();
+            s(a).total_cmp(&s(b))
+        })
+        .map(|j| {
+            let sign = single[j][0].rank_ic.signum();
+            let rep = (0..3)
+                .map(|k| {
+                    let m = &single[j][k];
+                    let flipped = Metrics {
+                        ic: m.ic * sign,
+                        rank_ic: m.rank_ic * sign,
+                        icir: m.icir * sign,
+                        ..m.clone()
+                    };
+                    // The long-short book of a flipped signal is not a sign flip (costs), so
+                    // it is only reported for signals used as they are.
+                    let mut r = SplitReport::from(&flipped, f64::NAN);
+                    if sign < 0.0 {
+                        r.sharpe = f64::NAN;
+                        r.max_drawdown = f64::NAN;
+                    }
+                    (SPLITS[k].to_string(), r)
+                })
+                .collect();
+            (features[j].id.clone(), rep)
+        });
+    let avg: Vec<f64> = sum.iter().zip(&cnt).map(|(s, &n)| if n > 0 { s / n as f64 } else { f64::NAN }).collect();
+    let avg = Panel::from_asset_major(nd, na, avg);
+    let equal_weight = (0..3).map(|k| (SPLITS[k].to_string(), SplitReport::from(&scorers[k].score(&avg), f64::NAN))).collect();
+
+    let importance = importance(&booster, features, cfg.leak_label)?;
+    let saved = SavedModel {
+        format: 1,
+        features: features.to_vec(),
+        config: Some(cfg.clone()),
+        splits: Some(splits.clone()),
+        data_fingerprint: data.fingerprint(),
+        trees,
+        booster: String::from_utf8_lossy(&booster.save_buffer(false).map_err(xe)?).into_owned(),
+    };
+    Ok(TrainResult { model, best_single, equal_weight, trees, importance, features: features.to_vec(), saved })
+}
+
+/// Average gain per feature, parsed from the booster's text dump (`[f12<0.5] ... gain=3.1`).
+fn importance(b: &Booster, features: &[Feature], leak: bool) -> Result<Vec<Importance>, ModelError> {
+    let n = features.len() + usize::from(leak);
+    let (mut gain, mut count) = (vec![0f64; n], vec![0usize; n]);
+    for tree in b.dump_model_vec(true).map_err(xe)? {
+        for line in tree.lines() {
+            let (Some(fs), Some(gs)) = (line.find("[f"), line.find("gain=")) else { continue };
+            let fnum: String = line[fs + 2..].chars().take_while(|c| c.is_ascii_digit()).collect();
+            let g: String = line[gs + 5..].chars().take_while(|c| *c != ',' && !c.is_whitespace()).collect();
+            if let (Ok(f), Ok(g)) = (fnum.parse::<usize>(), g.parse::<f64>()) {
+                if f < n {
+                    gain[f] += g;
+                    count[f] += 1;
+                }
+            }
+        }
+    }
+    let mut v: Vec<Importance> = (0..n)
+        .map(|j| Importance {
+            id: features.get(j).map(|f| f.id.clone()).unwrap_or_else(|| "label (leaked)".into()),
+            gain: if count[j] > 0 { gain[j] / count[j] as f64 } else { 0.0 },
+            splits: count[j],
+        })
+        .collect();
+    v.sort_by(|a, b| b.gain.total_cmp(&a.gain));
+    Ok(v)
+}
+
+impl SavedModel {
+    pub fn save(&self, path: &std::path::Path) -> Result<(), ModelError> {
+        let f = |msg: String| ModelError::File { path: path.display().to_string(), msg };
+        let text = serde_json::to_string(self).map_err(|e| f(e.to_string()))?;
+        let tmp = path.with_extension("part");
+        std::fs::write(&tmp, text).map_err(|e| f(e.to_string()))?;
+        std::fs::rename(&tmp, path).map_err(|e| f(e.to_string()))
+    }
+
+    pub fn load(path: &std::path::Path) -> Result<SavedModel, ModelError> {
+        let f = |msg: String| ModelError::File { path: path.display().to_string(), msg };
+        let text = std::fs::read_to_string(path).map_err(|e| f(e.to_string()))?;
+        let m: SavedModel = serde_json::from_str(&text).map_err(|e| f(format!("not an alphaloop model: {e}")))?;
+        if m.format != 1 {
+            return Err(f(format!("model format {} is not supported by this alphaloop", m.format)));
+        }
+        Ok(m)
+    }
+
+    /// Scores per stock on date index `t` of `data`: (symbol, score), best first.
+    pub fn predict(&self, data: &MarketData, t: usize, resolver: &dyn AlphaResolver) -> Result<Vec<(String, f64)>, ModelError> {
+        let cfg = self.config.clone().unwrap_or_default();
+        let booster = Booster::load_buffer(self.booster.as_bytes()).map_err(xe)?;
+        // Signals at t only read data up to t: cut there so nothing later is even loaded.
+        let data = data.truncate_dates(t + 1);
+        let na = data.n_assets();
+        let nf = self.features.len();
+        let mut c = Compiler::new(Schema::of(&data), resolver);
+        let mut roots = Vec::new();
+        for f in &self.features {
+            roots.push(
+                c.add(&f.code)
+                    .map_err(|e| ModelError::Feature { id: f.id.clone(), code: f.code.clone(), msg: e.to_string() })?,
+            );
+        }
+        let mut x = vec![f32::NAN; na * nf];
+        evaluate(&c.graph, &roots, &data, |j, sig| {
+            let tp = transform(&sig, cfg.transform);
+            for a in 0..na {
+                x[a * nf + j] = tp.get(t, a) as f32;
+            }
+        });
+        let d = DMatrix::from_dense(&x, na).map_err(xe)?;
+        let p = booster.predict(&d).map_err(xe)?;
+        let mut out: Vec<(String, f64)> = data.symbols.iter().cloned().zip(p.iter().map(|v| *v as f64)).collect();
+        // Stocks without any finite feature on the date have no score.
+        for (a, o) in out.iter_mut().enumerate() {
+            if (0..nf).all(|j| x[a * nf + j].is_nan()) {
+                o.1 = f64::NAN;
+            }
+        }
+        out.retain(|o| o.1.is_finite());
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(out)
+    }
+}

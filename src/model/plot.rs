@@ -1,0 +1,86 @@
+//! The self-improvement curve as a PNG (plotters, bitmap backend). Text needs a TrueType
+//! font: DejaVu Sans (Debian's `fonts-dejavu-core`) or `$ALPHALOOP_FONT`; without one the
+//! plot is drawn without labels and a warning says so.
+
+use plotters::prelude::*;
+use std::path::Path;
+use std::sync::OnceLock;
+
+const FONT_PATHS: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+];
+
+/// Registers a font once; false when none was found.
+fn font() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| {
+        let mut paths: Vec<String> = std::env::var("ALPHALOOP_FONT").into_iter().collect();
+        paths.extend(FONT_PATHS.iter().map(|s| s.to_string()));
+        for p in paths {
+            if let Ok(bytes) = std::fs::read(&p) {
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+                    return true;
+                }
+            }
+        }
+        tracing::warn!("no TrueType font found (install fonts-dejavu-core or set ALPHALOOP_FONT): plots have no labels");
+        false
+    })
+}
+
+/// One line of the plot: a name and (x, y) points.
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Draws lines against a shared x axis into a PNG.
+pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Result<(), String> {
+    let has_font = font();
+    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let all: Vec<(f64, f64)> = series.iter().flat_map(|s| s.points.iter().copied()).filter(|p| p.1.is_finite()).collect();
+    if all.is_empty() {
+        return Err(format!("{}: nothing to plot", path.display()));
+    }
+    let (x0, x1) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |a, p| (a.0.min(p.0), a.1.max(p.0)));
+    let (y0, y1) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |a, p| (a.0.min(p.1), a.1.max(p.1)));
+    let pad = ((y1 - y0) * 0.1).max(1e-4);
+    let mut b = ChartBuilder::on(&root);
+    b.margin(20).x_label_area_size(if has_font { 45 } else { 10 }).y_label_area_size(if has_font { 70 } else { 10 });
+    if has_font {
+        b.caption(title, ("sans-serif", 22));
+    }
+    let mut chart = b
+        .build_cartesian_2d(x0..x1.max(x0 + 1.0), (y0 - pad)..(y1 + pad))
+        .map_err(|e| err(&e))?;
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(x_label).y_desc(y_label);
+    if !has_font {
+        mesh.disable_x_axis().disable_y_axis();
+    }
+    mesh.draw().map_err(|e| err(&e))?;
+    for (i, s) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let pts: Vec<(f64, f64)> = s.points.iter().copied().filter(|p| p.1.is_finite()).collect();
+        let drawn = chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2))).map_err(|e| err(&e))?;
+        if has_font {
+            drawn.label(s.name.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        }
+        chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled()))).map_err(|e| err(&e))?;
+    }
+    if has_font {
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
