@@ -10,6 +10,7 @@ pub mod backtest;
 pub mod data;
 pub mod expr;
 pub mod kb;
+pub mod llm;
 pub mod model;
 pub mod seeds;
 pub mod cli;

@@ -90,3 +90,39 @@ fn a_leaked_label_is_detected() {
     assert!(res.model["test"].rank_ic > 0.9, "{:?}", res.model["test"]);
     assert_eq!(res.importance[0].id, "label (leaked)");
 }
+
+#[test]
+fn train_cli_json_has_the_documented_keys() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = dir.path().join("alphaloop.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "data = {:?}\n[splits]\ntrain = [\"2015-01-01\", \"2016-12-31\"]\nvalid = [\"2017-01-01\", \"2017-12-31\"]\ntest = [\"2018-01-01\", \"2018-12-31\"]\n",
+            common::shared("data/sp500_sample.parquet")
+        ),
+    )
+    .expect("cfg");
+    let out_model = dir.path().join("m.json");
+    let out = common::bin()
+        .arg("--config")
+        .arg(&cfg)
+        .args(["train", "--seeds", "--json", "--max-rounds", "20", "--out"])
+        .arg(&out_model)
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    for split in ["train", "valid", "test"] {
+        for k in ["ic", "rank_ic", "icir", "mse", "sharpe", "max_drawdown", "turnover"] {
+            assert!(v[split].get(k).is_some(), "{split}.{k} missing");
+        }
+    }
+    assert_eq!(v["features"].as_array().expect("features").len(), 100);
+    assert!(v["baselines"]["best_single"]["id"].is_string());
+    assert!(out_model.exists());
+    // Features are never chosen on test.
+    let out = common::bin().arg("--config").arg(&cfg).args(["train", "--split", "test", "--kb"]).arg(dir.path().join("kb")).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("never chosen on the test split"));
+}

@@ -1,0 +1,82 @@
+//! A GBNF grammar for alpha expressions, generated from the operator catalogue so it can
+//! never drift from the parser: every operator with its exact arity, the data fields,
+//! windows as positive integers and group levels. Used with the local model so that a
+//! small model always emits a parseable expression when asked for one.
+//!
+//! The grammar is a subset of the language (no comparisons or ternaries; `+ - * /` and
+//! calls), which is what the writer is asked for; everything it accepts parses.
+
+use crate::expr::ops::{Param, CATALOGUE};
+
+/// Fields offered to the writer (stored and derived).
+pub const FIELDS: &[&str] = &["open", "high", "low", "close", "volume", "returns", "vwap", "adv5", "adv10", "adv20", "adv60", "adv120"];
+
+/// Operators left out of the grammar: internal forms and those whose meaning the writer
+/// gets through arithmetic instead.
+const SKIP: &[&str] = &["min2", "max2", "add", "sub", "mul", "div", "neg"];
+
+fn quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// The GBNF text; the start rule is `root`.
+pub fn expression_gbnf() -> String {
+    let mut calls = Vec::new();
+    for op in CATALOGUE.iter().filter(|o| !SKIP.contains(&o.name)) {
+        // Operators with a comparison or logic meaning only take part through arithmetic.
+        if op.params.is_empty() || !op.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+            continue;
+        }
+        let mut rule = format!("{} ws", quote(&format!("{}(", op.name)));
+        for (i, p) in op.params.iter().enumerate() {
+            let sep = if i == 0 { String::new() } else { " \",\" ws".to_string() };
+            let arg = match p {
+                Param::Series => "expr".to_string(),
+                Param::Window => "window".to_string(),
+                Param::Group => "group".to_string(),
+                Param::Optional(_) => {
+                    rule.push_str(" (\",\" ws expr ws)?");
+                    continue;
+                }
+            };
+            rule.push_str(&format!("{sep} {arg} ws"));
+        }
+        rule.push_str(" \")\"");
+        calls.push(rule);
+    }
+    let fields: Vec<String> = FIELDS.iter().map(|f| quote(f)).collect();
+    format!(
+        "root ::= expr\n\
+         expr ::= prod (ws [-+] ws prod)*\n\
+         prod ::= unary (ws [*/] ws unary)*\n\
+         unary ::= \"-\" unary | atom\n\
+         atom ::= call | field | number | \"(\" ws expr ws \")\"\n\
+         call ::= {}\n\
+         field ::= {}\n\
+         group ::= \"IndClass.sector\" | \"IndClass.industry\" | \"IndClass.subindustry\"\n\
+         window ::= [1-9] [0-9]? [0-9]?\n\
+         number ::= [0-9] [0-9]? [0-9]? (\".\" [0-9] [0-9]? [0-9]?)?\n\
+         ws ::= \" \"?\n",
+        calls.join(" | "),
+        fields.join(" | ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grammar_names_every_operator_it_offers_once_and_only_known_ones() {
+        let g = expression_gbnf();
+        assert!(g.contains("\"rank(\""));
+        assert!(g.contains("\"ts_corr(\" ws expr ws \",\" ws expr ws \",\" ws window ws \")\""));
+        assert!(g.contains("\"indneutralize(\" ws expr ws \",\" ws group ws \")\""));
+        let calls = g.lines().find(|l| l.starts_with("call ::=")).expect("call rule");
+        for alt in calls["call ::=".len()..].split(" | ") {
+            let name = alt.split('"').nth(1).unwrap_or("").trim_end_matches('(');
+            assert!(crate::expr::ops::lookup(name).is_some(), "unknown operator {name}");
+        }
+        assert!(!g.contains("\"min2(\""));
+    }
+}
