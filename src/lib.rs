@@ -6,6 +6,7 @@
 //!   `conventions.md` defines them.
 //! * [`seeds`]: seed alpha files (`alpha_kb/seeds/*.toml`).
 
+pub mod agent;
 pub mod backtest;
 pub mod data;
 pub mod expr;

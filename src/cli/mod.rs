@@ -4,6 +4,7 @@ mod config;
 mod data_cmd;
 mod eval;
 mod kb;
+mod mine;
 mod train;
 pub mod table;
 
@@ -48,6 +49,15 @@ pub enum Command {
     },
     /// List every operator of the expression language with its exact meaning.
     Ops,
+    /// Mine alphas: the LLM writer/judge loops over an idea library, into the knowledge base.
+    Mine(mine::MineArgs),
+    /// Mining runs and their summaries.
+    Runs {
+        #[command(subcommand)]
+        cmd: Option<mine::RunsCmd>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Query and maintain the alpha knowledge base.
     Kb(kb::KbArgs),
     /// Train the combined XGBoost model over KB alphas (or the seeds) and report it.
@@ -63,6 +73,8 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Eval(a) => eval::run(a, &cfg),
         Command::Data { cmd } => data_cmd::run(cmd, &cfg),
         Command::Kb(a) => kb::run(a, &cfg),
+        Command::Mine(a) => mine::run(a, &cfg),
+        Command::Runs { cmd, json } => mine::runs(cmd, json),
         Command::Train(a) => train::run_train(a, &cfg),
         Command::Predict(a) => train::run_predict(a, &cfg),
         Command::Ops => {

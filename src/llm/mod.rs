@@ -117,3 +117,12 @@ impl<M: LanguageModel + ?Sized> LanguageModel for &M {
         (**self).name()
     }
 }
+
+impl<M: LanguageModel + ?Sized> LanguageModel for Box<M> {
+    fn chat(&self, req: &ChatRequest) -> Result<Reply, LlmError> {
+        (**self).chat(req)
+    }
+    fn name(&self) -> String {
+        (**self).name()
+    }
+}

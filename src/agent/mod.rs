@@ -1,0 +1,465 @@
+//! The mining agent (QuantAgent's two loops, seed paper Algorithms 1 and 2).
+//!
+//! * Outer loop ([`Miner::run`]): a UCB1 bandit over idea families picks the next idea
+//!   from the seed library; each idea's final alpha is evaluated on train and valid (the
+//!   data is cut at the end of valid, so the test period is never even loaded), a lesson is
+//!   written from its metrics at horizons 1/5/10/20, and the record (accepted or not) goes
+//!   into the knowledge base.
+//! * Inner loop ([`Miner::mine_idea`]): the writer turns the idea into an expression
+//!   (grammar-constrained on the local model), seeing similar successes, failures and
+//!   lessons from the KB; the judge runs rule checks, a quick train backtest and the novelty
+//!   checks, then an LLM review gives a 0–10 score and advice; the loop stops at score ≥ β
+//!   or after T rounds.
+//!
+//! Prompts come from `templates/` and never carry calendar dates or tickers.
+
+pub mod ideas;
+
+use crate::backtest::{Metrics, MiningView};
+use crate::expr::{evaluate, Compiler, NoAlphas, Schema};
+use crate::kb::novelty::NoveltyConfig;
+use crate::kb::{AlphaRecord, BehaviourSample, Kb, Kind, Review, Status};
+use crate::llm::{ChatRequest, LanguageModel, LlmError, Message};
+pub use ideas::Idea;
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("{0}")]
+    Llm(#[from] LlmError),
+    #[error("{0}")]
+    Kb(#[from] crate::kb::KbError),
+    #[error("template {name}: {msg}")]
+    Template { name: String, msg: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MineConfig {
+    /// Inner loop stops at a judge score ≥ beta ...
+    pub beta: f64,
+    /// ... or after this many rounds.
+    pub rounds: u32,
+    pub no_inner_loop: bool,
+    pub no_kb: bool,
+    /// Records of each kind shown to the writer.
+    pub retrieve_k: usize,
+    pub max_nodes: usize,
+    pub max_depth: usize,
+    /// Acceptance: Rank IC on train and on valid at least these (the writer chooses the sign).
+    pub min_train_rank_ic: f64,
+    pub min_valid_rank_ic: f64,
+    pub min_coverage: f64,
+    pub temperature: f32,
+    pub novelty: NoveltyConfig,
+}
+
+impl Default for MineConfig {
+    fn default() -> Self {
+        MineConfig {
+            beta: 7.0,
+            rounds: 3,
+            no_inner_loop: false,
+            no_kb: false,
+            retrieve_k: 2,
+            max_nodes: 40,
+            max_depth: 12,
+            min_train_rank_ic: 0.002,
+            min_valid_rank_ic: 0.0,
+            min_coverage: 0.5,
+            temperature: 0.7,
+            novelty: NoveltyConfig::default(),
+        }
+    }
+}
+
+/// Seconds spent per stage of one idea.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Timings {
+    pub writer: f64,
+    pub judge: f64,
+    pub eval: f64,
+    pub kb: f64,
+}
+
+/// What one idea produced.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Outcome {
+    pub idea: String,
+    pub family: String,
+    pub record_id: String,
+    pub status: String,
+    pub code: String,
+    pub rounds: u32,
+    pub train_rank_ic: Option<f64>,
+    pub valid_rank_ic: Option<f64>,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub timings: Timings,
+}
+
+/// Prompt templates (minijinja) loaded from `templates/`.
+pub struct Templates {
+    env: minijinja::Environment<'static>,
+}
+
+impl Templates {
+    pub fn load(dir: &std::path::Path) -> Result<Templates, AgentError> {
+        let mut env = minijinja::Environment::new();
+        for name in ["writer_system.md", "writer_user.md", "judge_system.md", "judge_user.md", "lesson.md"] {
+            let p = dir.join(name);
+            let text = std::fs::read_to_string(&p).map_err(|e| AgentError::Template { name: p.display().to_string(), msg: e.to_string() })?;
+            env.add_template_owned(name.to_string(), text)
+                .map_err(|e| AgentError::Template { name: name.into(), msg: e.to_string() })?;
+        }
+        Ok(Templates { env })
+    }
+
+    /// `templates/` of the repository this binary was built from.
+    pub fn default_dir() -> std::path::PathBuf {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("templates")
+    }
+
+    pub fn render(&self, name: &str, ctx: minijinja::Value) -> Result<String, AgentError> {
+        self.env
+            .get_template(name)
+            .and_then(|t| t.render(ctx))
+            .map_err(|e| AgentError::Template { name: name.into(), msg: e.to_string() })
+    }
+}
+
+fn f4(x: f64) -> String {
+    if x.is_finite() { format!("{x:.4}") } else { "n/a".into() }
+}
+
+/// Pulls the first line that parses as an expression out of a reply (remote models may
+/// add prose or code fences; the local model's grammar makes the reply exactly one).
+pub fn extract_expression(reply: &str) -> String {
+    let cleaned = reply.replace("```", "\n");
+    for line in cleaned.lines() {
+        let l = line.trim().trim_start_matches("python").trim().trim_end_matches(';');
+        let l = l.split_once('=').filter(|(lhs, _)| lhs.trim().chars().all(|c| c.is_alphanumeric() || c == '_')).map(|(_, r)| r.trim()).unwrap_or(l);
+        if !l.is_empty() && crate::expr::parse(l).is_ok() {
+            return l.to_string();
+        }
+    }
+    reply.trim().to_string()
+}
+
+/// `SCORE: n` and `ADVICE: ...` from a judge reply (score 0 when missing).
+pub fn parse_review(reply: &str) -> (f64, String) {
+    let mut score = None;
+    let mut advice = String::new();
+    for line in reply.lines() {
+        let l = line.trim();
+        let up = l.to_ascii_uppercase();
+        if score.is_none() && up.starts_with("SCORE") {
+            let digits: String = l.chars().skip_while(|c| !c.is_ascii_digit()).take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+            score = digits.parse::<f64>().ok().map(|s| s.clamp(0.0, 10.0));
+        } else if up.starts_with("ADVICE") {
+            advice = l.split_once(':').map(|x| x.1.trim().to_string()).unwrap_or_default();
+        } else if !advice.is_empty() && !l.is_empty() {
+            advice.push(' ');
+            advice.push_str(l);
+        }
+    }
+    if advice.is_empty() {
+        advice = reply.trim().chars().take(300).collect();
+    }
+    (score.unwrap_or(0.0), advice)
+}
+
+/// One evaluated candidate of the inner loop.
+struct Candidate {
+    code: String,
+    error: Option<String>,
+    metrics: std::collections::BTreeMap<String, Metrics>,
+    behaviour: Option<Vec<f32>>,
+    novelty: Option<crate::kb::novelty::Verdict>,
+    score: f64,
+}
+
+/// The miner: one LLM, one KB, one mining view.
+pub struct Miner<'a> {
+    pub llm: &'a dyn LanguageModel,
+    pub kb: &'a Kb,
+    pub view: &'a MiningView,
+    pub sample: BehaviourSample,
+    pub cfg: MineConfig,
+    pub templates: Templates,
+    pub run_id: String,
+    grammar: Option<String>,
+    writer_system: String,
+}
+
+impl<'a> Miner<'a> {
+    pub fn new(
+        llm: &'a dyn LanguageModel,
+        kb: &'a Kb,
+        view: &'a MiningView,
+        sample: BehaviourSample,
+        cfg: MineConfig,
+        templates: Templates,
+        run_id: String,
+        constrained: bool,
+    ) -> Result<Miner<'a>, AgentError> {
+        let writer_system = templates.render(
+            "writer_system.md",
+            minijinja::context! {
+                fields => crate::llm::grammar::FIELDS.join(", "),
+                operators => crate::expr::ops::describe(),
+            },
+        )?;
+        let grammar = constrained.then(crate::llm::grammar::expression_gbnf);
+        Ok(Miner { llm, kb, view, sample, cfg, templates, run_id, grammar, writer_system })
+    }
+
+    fn ask(&self, system: &str, user: String, grammar: Option<&String>, max_tokens: u32, seed: u32, tokens: &mut (u64, u64)) -> Result<String, AgentError> {
+        let req = ChatRequest {
+            system: system.to_string(),
+            messages: vec![Message::user(user)],
+            temperature: self.cfg.temperature,
+            max_tokens,
+            stop: Vec::new(),
+            grammar: grammar.cloned(),
+            json: false,
+            seed,
+        };
+        let r = self.llm.chat(&req)?;
+        tokens.0 += r.prompt_tokens;
+        tokens.1 += r.completion_tokens;
+        Ok(r.text)
+    }
+
+    /// Compiles, checks and backtests one expression on train (and valid, kept for the final
+    /// answer only: the judge sees train).
+    fn evaluate(&self, id: &str, code: &str) -> Result<Candidate, AgentError> {
+        let mut cand = Candidate { code: code.to_string(), error: None, metrics: Default::default(), behaviour: None, novelty: None, score: 0.0 };
+        let parsed = match crate::expr::parse(code) {
+            Ok(e) => e,
+            Err(e) => {
+                cand.error = Some(e.to_string());
+                return Ok(cand);
+            }
+        };
+        if parsed.size() > self.cfg.max_nodes || parsed.depth() > self.cfg.max_depth {
+            cand.error = Some(format!(
+                "too complex: {} nodes, depth {} (limits {} and {})",
+                parsed.size(),
+                parsed.depth(),
+                self.cfg.max_nodes,
+                self.cfg.max_depth
+            ));
+            return Ok(cand);
+        }
+        let mut c = Compiler::new(Schema::of(&self.view.data), &NoAlphas);
+        let root = match c.add(code) {
+            Ok(r) => r,
+            Err(e) => {
+                cand.error = Some(e.to_string());
+                return Ok(cand);
+            }
+        };
+        let mut sig = None;
+        evaluate(&c.graph, &[root], &self.view.data, |_, p| sig = Some(p));
+        let Some(sig) = sig else {
+            cand.error = Some("the expression produced no value".into());
+            return Ok(cand);
+        };
+        cand.metrics = self.view.score(&sig);
+        cand.behaviour = self.sample.vector(&self.view.data, &sig);
+        if let Some(m) = cand.metrics.get("train") {
+            if !(m.coverage >= self.cfg.min_coverage) {
+                cand.error = Some(format!("coverage {:.2} on train is below {:.2}", m.coverage, self.cfg.min_coverage));
+            }
+        }
+        if !self.cfg.no_kb {
+            cand.novelty = Some(self.kb.check_novelty(id, Kind::Expression, code, cand.behaviour.as_deref(), &self.cfg.novelty, None)?);
+        }
+        Ok(cand)
+    }
+
+    /// Runs the inner loop for one idea and stores the outcome in the KB.
+    pub fn mine_idea(&self, idea: &Idea, generation: u32, seq: usize) -> Result<Outcome, AgentError> {
+        let mut t = Timings::default();
+        let mut tokens = (0u64, 0u64);
+        let id = format!("{}-{:04}", self.run_id, seq);
+        let t_kb = Instant::now();
+        let ctx = if self.cfg.no_kb { Default::default() } else { self.kb.retrieve(&idea.hypothesis, self.cfg.retrieve_k)? };
+        t.kb += t_kb.elapsed().as_secs_f64();
+        let successes: Vec<minijinja::Value> = ctx
+            .successes
+            .iter()
+            .map(|h| minijinja::context! { code => h.record.code.clone(), rank_ic => f4(h.record.metric("valid", "rank_ic").unwrap_or(f64::NAN)) })
+            .collect();
+        let failures: Vec<minijinja::Value> = ctx
+            .failures
+            .iter()
+            .map(|h| {
+                let reason = match &h.record.status {
+                    Status::Rejected { reason } => reason.clone(),
+                    Status::Error { message } => message.clone(),
+                    Status::Accepted => String::new(),
+                };
+                minijinja::context! { code => h.record.code.clone(), reason => reason }
+            })
+            .collect();
+        let lessons: Vec<String> = ctx.lessons.iter().map(|l| l.lesson.text.clone()).chain(ctx.successes.iter().flat_map(|h| h.record.lessons.clone())).take(3).collect();
+        let parents: Vec<String> = ctx.successes.iter().map(|h| h.record.id.clone()).collect();
+
+        let rounds = if self.cfg.no_inner_loop { 1 } else { self.cfg.rounds.max(1) };
+        let mut reviews = Vec::new();
+        let mut best: Option<Candidate> = None;
+        let mut last: Option<(String, f64, String)> = None;
+        let mut done_rounds = 0;
+        for round in 1..=rounds {
+            done_rounds = round;
+            let user = self.templates.render(
+                "writer_user.md",
+                minijinja::context! {
+                    family => idea.family.clone(), hypothesis => idea.hypothesis.clone(),
+                    successes => successes.clone(), failures => failures.clone(), lessons => lessons.clone(),
+                    previous => last.as_ref().map(|l| l.0.clone()), score => last.as_ref().map(|l| l.1), review => last.as_ref().map(|l| l.2.clone()),
+                },
+            )?;
+            let tw = Instant::now();
+            let reply = self.ask(&self.writer_system, user, self.grammar.as_ref(), 96, (seq as u32) * 31 + round, &mut tokens)?;
+            t.writer += tw.elapsed().as_secs_f64();
+            let code = extract_expression(&reply);
+
+            let te = Instant::now();
+            let mut cand = self.evaluate(&id, &code)?;
+            t.eval += te.elapsed().as_secs_f64();
+
+            let m = cand.metrics.get("train").cloned().unwrap_or_default();
+            let rules = match &cand.error {
+                Some(e) => format!("FAILED: {e}"),
+                None => "passed (parses, fields exist, complexity within limits, coverage ok, operators are causal)".into(),
+            };
+            let novelty = match &cand.novelty {
+                Some(v) => match &v.reject {
+                    Some(r) => format!("REJECTED: {r}"),
+                    None => format!(
+                        "ok (max |corr| with accepted alphas {})",
+                        v.novelty.max_corr.map(|c| format!("{:.2}", c.abs())).unwrap_or_else(|| "n/a".into())
+                    ),
+                },
+                None => "not checked".into(),
+            };
+            let (score, advice) = if let Some(e) = &cand.error {
+                // No LLM call for code that does not run: the error is the advice.
+                reviews.push(Review { round, reviewer: "rules".into(), score: 0.0, advice: e.clone() });
+                (0.0, format!("The expression failed the rule checks: {e}"))
+            } else {
+                let user = self.templates.render(
+                    "judge_user.md",
+                    minijinja::context! {
+                        family => idea.family.clone(), hypothesis => idea.hypothesis.clone(), code => code.clone(), rules => rules.clone(),
+                        ic => f4(m.ic), rank_ic => f4(m.rank_ic), icir => f4(m.icir), ic_h5 => f4(m.ic_h5), ic_h10 => f4(m.ic_h10), ic_h20 => f4(m.ic_h20),
+                        turnover => f4(m.turnover), coverage => f4(m.coverage), novelty => novelty.clone(),
+                    },
+                )?;
+                let system = self.templates.render("judge_system.md", minijinja::context! {})?;
+                let tj = Instant::now();
+                let reply = self.ask(&system, user, None, 120, (seq as u32) * 31 + round + 7, &mut tokens)?;
+                t.judge += tj.elapsed().as_secs_f64();
+                let (mut s, a) = parse_review(&reply);
+                reviews.push(Review { round, reviewer: self.llm.name(), score: s, advice: a.clone() });
+                if cand.novelty.as_ref().is_some_and(|v| v.reject.is_some()) {
+                    s = s.min(3.0);
+                }
+                (s, a)
+            };
+            cand.score = score;
+            let better = best.as_ref().is_none_or(|b| (b.error.is_some() && cand.error.is_none()) || (cand.error.is_none() == b.error.is_none() && score > b.score));
+            last = Some((code.clone(), score, advice));
+            if better {
+                best = Some(cand);
+            }
+            if score >= self.cfg.beta {
+                break;
+            }
+        }
+        let best = best.ok_or_else(|| AgentError::Invalid("the inner loop produced no candidate".into()))?;
+
+        // The final answer: evaluated on train and valid (never test), judged, stored.
+        let tr = best.metrics.get("train").map(|m| m.rank_ic).filter(|v| v.is_finite());
+        let va = best.metrics.get("valid").map(|m| m.rank_ic).filter(|v| v.is_finite());
+        let status = if let Some(e) = &best.error {
+            Status::Error { message: e.clone() }
+        } else if let Some(r) = best.novelty.as_ref().and_then(|v| v.reject.clone()) {
+            Status::Rejected { reason: r }
+        } else if !(tr.unwrap_or(f64::NAN) >= self.cfg.min_train_rank_ic) {
+            Status::Rejected { reason: format!("train Rank IC {} is below {}", f4(tr.unwrap_or(f64::NAN)), self.cfg.min_train_rank_ic) }
+        } else if !(va.unwrap_or(f64::NAN) >= self.cfg.min_valid_rank_ic) {
+            Status::Rejected { reason: format!("valid Rank IC {} is below {}", f4(va.unwrap_or(f64::NAN)), self.cfg.min_valid_rank_ic) }
+        } else {
+            Status::Accepted
+        };
+        let mut rec = AlphaRecord::new(&id, Kind::Expression, &best.code, status.clone());
+        rec.name = idea.id.clone();
+        rec.idea = idea.hypothesis.clone();
+        rec.hypothesis = idea.hypothesis.clone();
+        rec.family = idea.family.clone();
+        rec.parents = parents;
+        rec.generation = generation;
+        rec.metrics = best.metrics.clone();
+        rec.reviews = reviews;
+        rec.novelty = best.novelty.as_ref().map(|v| v.novelty.clone());
+        rec.lookahead = Some("clean: expression operators only read past and current values".into());
+        rec.run_id = self.run_id.clone();
+        rec.model = self.llm.name();
+
+        if best.error.is_none() {
+            let m = best.metrics.get("train").cloned().unwrap_or_default();
+            let v = best.metrics.get("valid").cloned().unwrap_or_default();
+            let user = self.templates.render(
+                "lesson.md",
+                minijinja::context! {
+                    family => idea.family.clone(), hypothesis => idea.hypothesis.clone(), code => best.code.clone(),
+                    outcome => match &status { Status::Accepted => "accepted".to_string(), Status::Rejected { reason } => format!("rejected: {reason}"), Status::Error { message } => format!("error: {message}") },
+                    train_rank_ic => f4(m.rank_ic), ic => f4(m.ic), ic_h5 => f4(m.ic_h5), ic_h10 => f4(m.ic_h10), ic_h20 => f4(m.ic_h20),
+                    valid_rank_ic => f4(v.rank_ic), v_ic => f4(v.ic), v_ic_h5 => f4(v.ic_h5), v_ic_h10 => f4(v.ic_h10), v_ic_h20 => f4(v.ic_h20),
+                },
+            )?;
+            let tj = Instant::now();
+            let lesson = self.ask("You are a concise quantitative researcher.", user, None, 80, seq as u32 + 99, &mut tokens)?;
+            t.judge += tj.elapsed().as_secs_f64();
+            rec.lessons.push(lesson.trim().lines().next().unwrap_or("").trim().to_string());
+        }
+        rec.tokens = tokens.0 + tokens.1;
+        let tk = Instant::now();
+        self.kb.put(vec![(rec.clone(), best.behaviour.clone())])?;
+        t.kb += tk.elapsed().as_secs_f64();
+        Ok(Outcome {
+            idea: idea.id.clone(),
+            family: idea.family.clone(),
+            record_id: id,
+            status: status.keyword().into(),
+            code: best.code,
+            rounds: done_rounds,
+            train_rank_ic: tr,
+            valid_rank_ic: va,
+            prompt_tokens: tokens.0,
+            completion_tokens: tokens.1,
+            timings: t,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reviews_and_expressions_are_extracted() {
+        assert_eq!(parse_review("SCORE: 8\nADVICE: use a longer window"), (8.0, "use a longer window".into()));
+        assert_eq!(parse_review("Score: 12/10\nAdvice: x").0, 10.0);
+        assert_eq!(parse_review("no format").0, 0.0);
+        assert_eq!(extract_expression("```\nalpha = rank(close)\n```"), "rank(close)");
+        assert_eq!(extract_expression("Here it is:\nrank(delta(close, 5))"), "rank(delta(close, 5))");
+    }
+}

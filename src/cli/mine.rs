@@ -1,0 +1,260 @@
+//! `alphaloop mine`: the overnight mining run, and `alphaloop runs`.
+
+use super::table::render;
+use super::{load_data, Config, DataArgs};
+use crate::agent::{ideas, MineConfig, Miner, Outcome, Templates};
+use crate::backtest::{MetricsConfig, MiningView};
+use crate::llm::cache::{CachedModel, Mode};
+use crate::llm::local::LocalModel;
+use crate::llm::openai::OpenAiModel;
+use crate::llm::LanguageModel;
+use anyhow::{bail, Context, Result};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[derive(clap::Args, Debug)]
+pub struct MineArgs {
+    /// Number of ideas to mine (default 5 unless --hours is given).
+    #[arg(long)]
+    pub ideas: Option<usize>,
+    /// Stop after this many hours.
+    #[arg(long)]
+    pub hours: Option<f64>,
+    /// `local` (embedded llama.cpp, default) or `openai:MODEL` (base URL from $OPENAI_BASE_URL,
+    /// key from $OPENAI_API_KEY).
+    #[arg(long, default_value = "local")]
+    pub llm: String,
+    /// GGUF file for the local model (default: the Qwen2.5-Coder 0.5B set up by scripts/setup).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    #[arg(long, env = "ALPHALOOP_KB")]
+    pub kb: Option<String>,
+    #[command(flatten)]
+    pub data: DataArgs,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Continue a stopped or crashed run without redoing finished ideas.
+    #[arg(long)]
+    pub resume: Option<String>,
+    /// Replay the replies recorded by an earlier run (no model is called).
+    #[arg(long)]
+    pub replay: Option<PathBuf>,
+    /// Ablation: one writer round per idea, no judge feedback loop.
+    #[arg(long)]
+    pub no_inner_loop: bool,
+    /// Ablation: no retrieval from the knowledge base (and no novelty check).
+    #[arg(long)]
+    pub no_kb: bool,
+    /// Stop cleanly once this many tokens were used.
+    #[arg(long)]
+    pub budget_tokens: Option<u64>,
+    /// Idea library (default alpha_kb/ideas.toml).
+    #[arg(long)]
+    pub idea_file: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Where runs keep their logs and recorded replies.
+pub fn runs_dir() -> PathBuf {
+    repo().join("alpha_kb/runs")
+}
+
+fn open_llm(args: &MineArgs, run_dir: &Path) -> Result<Box<dyn LanguageModel>> {
+    let inner: Box<dyn LanguageModel> = match args.llm.as_str() {
+        "local" => {
+            let path = args.model.clone().unwrap_or_else(crate::llm::default_gguf);
+            Box::new(LocalModel::load(&path, 8192, 0)?)
+        }
+        s if s.starts_with("openai:") => {
+            let base = std::env::var("OPENAI_BASE_URL").unwrap_or_else(|_| "https://api.openai.com/v1".into());
+            Box::new(OpenAiModel::new(&base, &s["openai:".len()..], std::env::var("OPENAI_API_KEY").ok(), 4, std::time::Duration::from_secs(120))?)
+        }
+        s => bail!("unknown --llm '{s}': local or openai:MODEL"),
+    };
+    let name = inner.name();
+    let (path, mode) = match &args.replay {
+        Some(p) => (p.clone(), Mode::Replay),
+        None => (run_dir.join("replies.jsonl"), Mode::Record),
+    };
+    Ok(Box::new(CachedModel::open(Some(inner), &name, &path, mode)?))
+}
+
+fn read_log(path: &Path) -> Result<Vec<Outcome>> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let text = std::fs::read_to_string(path)?;
+    Ok(text.lines().filter_map(|l| serde_json::from_str::<Outcome>(l).ok()).collect())
+}
+
+pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
+    let run_id = match &args.resume {
+        Some(r) => r.clone(),
+        None => format!("run{}", crate::kb::record::now()),
+    };
+    let run_dir = runs_dir().join(&run_id);
+    if args.resume.is_some() && !run_dir.exists() {
+        bail!("no run '{run_id}' in {}", runs_dir().display());
+    }
+    std::fs::create_dir_all(&run_dir).with_context(|| format!("cannot create {}", run_dir.display()))?;
+    let log_path = run_dir.join("log.jsonl");
+    let done = read_log(&log_path)?;
+
+    let data = load_data(&args.data, cfg, args.json)?;
+    let splits = cfg.splits.clone().unwrap_or_default();
+    let mcfg = MetricsConfig { cost_bps: cfg.cost_bps.unwrap_or(5.0), ..MetricsConfig::default() };
+    // Everything after the end of valid is dropped here: mining never sees the test period.
+    let view = MiningView::new(&data, &splits, mcfg)?;
+    drop(data);
+    let mut kb = super::kb::open(args.kb.as_deref(), cfg)?;
+    let sample = kb.behaviour_sample(&view.data, &splits)?;
+    let llm = open_llm(&args, &run_dir)?;
+    let constrained = args.llm == "local";
+    let mcfg = MineConfig { no_inner_loop: args.no_inner_loop, no_kb: args.no_kb, ..MineConfig::default() };
+    let miner = Miner::new(llm.as_ref(), &kb, &view, sample, mcfg.clone(), Templates::load(&Templates::default_dir())?, run_id.clone(), constrained)?;
+
+    let idea_file = args.idea_file.clone().unwrap_or_else(|| repo().join("alpha_kb/ideas.toml"));
+    let library = ideas::load(&idea_file).map_err(anyhow::Error::msg)?;
+    let mut bandit = ideas::Bandit::new(&library);
+    for o in &done {
+        bandit.update(&o.family, if o.status == "accepted" { 1.0 } else { 0.0 });
+        bandit.skip(&o.family);
+    }
+    let target = args.ideas.unwrap_or(if args.hours.is_some() { usize::MAX } else { 5 });
+    let deadline = args.hours.map(|h| std::time::Instant::now() + std::time::Duration::from_secs_f64(h * 3600.0));
+    // SAFETY: installs a handler that only stores to an atomic.
+    unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };
+
+    let pb = super::progress(if target == usize::MAX { 0 } else { target as u64 }, args.json, "mining");
+    let mut outcomes = done.clone();
+    let mut log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path)?;
+    let t0 = std::time::Instant::now();
+    let mut seq = done.len();
+    let mut stop_reason = "done";
+    while outcomes.len() - done.len() < target {
+        if STOP.load(Ordering::SeqCst) {
+            stop_reason = "interrupted (Ctrl-C)";
+            break;
+        }
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            stop_reason = "time limit";
+            break;
+        }
+        let used: u64 = outcomes.iter().map(|o| o.prompt_tokens + o.completion_tokens).sum();
+        if args.budget_tokens.is_some_and(|b| used >= b) {
+            stop_reason = "token budget";
+            break;
+        }
+        let Some(idea) = bandit.pick() else { break };
+        let generation = (seq / 10) as u32;
+        let o = miner.mine_idea(&idea, generation, seq)?;
+        seq += 1;
+        bandit.update(&o.family, if o.status == "accepted" { 1.0 } else { 0.0 });
+        writeln!(log, "{}", serde_json::to_string(&o)?)?;
+        log.flush()?;
+        outcomes.push(o);
+        let acc = outcomes.iter().filter(|o| o.status == "accepted").count();
+        let best = outcomes.iter().filter(|o| o.status == "accepted").filter_map(|o| o.valid_rank_ic).fold(f64::NAN, f64::max);
+        let tok: u64 = outcomes.iter().map(|o| o.prompt_tokens + o.completion_tokens).sum();
+        pb.set_message(format!("accepted {acc}, best valid Rank IC {best:.4}, {tok} tokens"));
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    drop(miner);
+    kb.optimize()?;
+    summary(&run_id, &outcomes, &done, stop_reason, t0.elapsed().as_secs_f64(), &kb.location(), args.json)?;
+    Ok(0)
+}
+
+fn summary(run_id: &str, all: &[Outcome], before: &[Outcome], why: &str, secs: f64, kb: &str, json: bool) -> Result<()> {
+    let new = &all[before.len()..];
+    let acc = all.iter().filter(|o| o.status == "accepted").count();
+    let tokens: u64 = all.iter().map(|o| o.prompt_tokens + o.completion_tokens).sum();
+    let t = all.iter().fold([0.0; 4], |a, o| [a[0] + o.timings.writer, a[1] + o.timings.judge, a[2] + o.timings.eval, a[3] + o.timings.kb]);
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "run_id": run_id, "stopped": why, "ideas": all.len(), "new_ideas": new.len(), "accepted": acc, "tokens": tokens,
+                "seconds": secs, "time_split": {"writer": t[0], "judge": t[1], "eval": t[2], "kb": t[3]}, "outcomes": all,
+            })
+        );
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = all
+        .iter()
+        .map(|o| {
+            let f = |x: Option<f64>| x.map(|v| format!("{v:.4}")).unwrap_or_else(|| "-".into());
+            vec![o.record_id.clone(), o.family.clone(), o.status.clone(), o.rounds.to_string(), f(o.train_rank_ic), f(o.valid_rank_ic), o.code.chars().take(60).collect()]
+        })
+        .collect();
+    println!("{}", render(&["record", "family", "status", "rounds", "train rank_ic", "valid rank_ic", "code"], &rows));
+    let total: f64 = t.iter().sum::<f64>().max(1e-9);
+    println!(
+        "run {run_id}: {why}; {} ideas ({} this session), {acc} accepted, {tokens} tokens, {secs:.0} s; time split writer {:.0}%, judge {:.0}%, evaluation {:.1}%, KB {:.1}%",
+        all.len(),
+        new.len(),
+        100.0 * t[0] / total,
+        100.0 * t[1] / total,
+        100.0 * t[2] / total,
+        100.0 * t[3] / total
+    );
+    println!("records are in the knowledge base {kb}; the run log is {}", runs_dir().join(run_id).join("log.jsonl").display());
+    Ok(())
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum RunsCmd {
+    /// Every run with its summary.
+    List,
+    /// One run's ideas and outcomes.
+    Show { id: String },
+}
+
+pub fn runs(cmd: Option<RunsCmd>, json: bool) -> Result<i32> {
+    let dir = runs_dir();
+    match cmd.unwrap_or(RunsCmd::List) {
+        RunsCmd::List => {
+            let mut rows = Vec::new();
+            let mut out = Vec::new();
+            if dir.exists() {
+                let mut ids: Vec<String> = std::fs::read_dir(&dir)?.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+                ids.sort();
+                for id in ids {
+                    let o = read_log(&dir.join(&id).join("log.jsonl"))?;
+                    let acc = o.iter().filter(|x| x.status == "accepted").count();
+                    let tok: u64 = o.iter().map(|x| x.prompt_tokens + x.completion_tokens).sum();
+                    let best = o.iter().filter(|x| x.status == "accepted").filter_map(|x| x.valid_rank_ic).fold(f64::NAN, f64::max);
+                    rows.push(vec![id.clone(), o.len().to_string(), acc.to_string(), format!("{best:.4}"), tok.to_string()]);
+                    out.push(serde_json::json!({"id": id, "ideas": o.len(), "accepted": acc, "best_valid_rank_ic": best, "tokens": tok}));
+                }
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                println!("{}", render(&["run", "ideas", "accepted", "best valid rank_ic", "tokens"], &rows));
+            }
+        }
+        RunsCmd::Show { id } => {
+            let p = dir.join(&id).join("log.jsonl");
+            if !p.exists() {
+                bail!("no run '{id}' in {}", dir.display());
+            }
+            let o = read_log(&p)?;
+            summary(&id, &o, &[], "recorded", o.iter().map(|x| x.timings.writer + x.timings.judge + x.timings.eval + x.timings.kb).sum(), "-", json)?;
+        }
+    }
+    Ok(0)
+}
