@@ -37,6 +37,9 @@ pub struct MineArgs {
     /// Continue a stopped or crashed run without redoing finished ideas.
     #[arg(long)]
     pub resume: Option<String>,
+    /// Name of a new run (default: run<unix time>).
+    #[arg(long, conflicts_with = "resume")]
+    pub run_id: Option<String>,
     /// Replay the replies recorded by an earlier run (no model is called).
     #[arg(long)]
     pub replay: Option<PathBuf>,
@@ -66,12 +69,24 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Where runs keep their logs and recorded replies.
+/// Where runs keep their logs and recorded replies (`$ALPHALOOP_RUNS`, default
+/// alpha_kb/runs, git-ignored).
 pub fn runs_dir() -> PathBuf {
-    repo().join("alpha_kb/runs")
+    std::env::var_os("ALPHALOOP_RUNS").map(PathBuf::from).unwrap_or_else(|| repo().join("alpha_kb/runs"))
 }
 
 fn open_llm(args: &MineArgs, run_dir: &Path) -> Result<Box<dyn LanguageModel>> {
+    if let Some(p) = &args.replay {
+        // Replay needs no model: the name the replies were recorded under is in the file.
+        let first = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+        let name = first
+            .lines()
+            .next()
+            .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .and_then(|v| v["model"].as_str().map(str::to_string))
+            .with_context(|| format!("{}: not a reply recording", p.display()))?;
+        return Ok(Box::new(CachedModel::<Box<dyn LanguageModel>>::open(None, &name, p, Mode::Replay)?));
+    }
     let inner: Box<dyn LanguageModel> = match args.llm.as_str() {
         "local" => {
             let path = args.model.clone().unwrap_or_else(crate::llm::default_gguf);
@@ -102,11 +117,14 @@ fn read_log(path: &Path) -> Result<Vec<Outcome>> {
 pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     let run_id = match &args.resume {
         Some(r) => r.clone(),
-        None => format!("run{}", crate::kb::record::now()),
+        None => args.run_id.clone().unwrap_or_else(|| format!("run{}", crate::kb::record::now())),
     };
     let run_dir = runs_dir().join(&run_id);
     if args.resume.is_some() && !run_dir.exists() {
         bail!("no run '{run_id}' in {}", runs_dir().display());
+    }
+    if args.resume.is_none() && run_dir.join("log.jsonl").exists() {
+        bail!("run '{run_id}' already exists in {}: use --resume {run_id}", runs_dir().display());
     }
     std::fs::create_dir_all(&run_dir).with_context(|| format!("cannot create {}", run_dir.display()))?;
     let log_path = run_dir.join("log.jsonl");

@@ -1,0 +1,169 @@
+//! A real mining run with the local model on the sample data: records with metrics,
+//! reviews, lessons and lineage land in the KB; nothing of the test period reaches a prompt
+//! or a metric (a sentinel is planted there); a run killed with SIGKILL resumes without
+//! redoing finished ideas; and a recorded run replays exactly without the model.
+
+mod common;
+
+use alphaloop::backtest::{MetricsConfig, MiningView};
+use alphaloop::data::Splits;
+use alphaloop::kb::{Filter, Kb, Location};
+use polars::prelude::*;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+const SENTINEL: f64 = 987_654_321.0;
+
+fn splits() -> Splits {
+    let d = |s: &str| s.parse().expect("date");
+    Splits { train: (d("2015-01-01"), d("2016-12-31")), valid: (d("2017-01-01"), d("2017-12-31")), test: (d("2018-01-01"), d("2018-12-31")) }
+}
+
+/// The sample with every test-period price replaced by a sentinel.
+fn poisoned(dir: &Path) -> PathBuf {
+    let src = common::shared("data/sp500_sample.parquet");
+    let df = ParquetReader::new(std::fs::File::open(&src).expect("open")).finish().expect("read");
+    let dates = df.column("date").expect("date").cast(&DataType::String).expect("str");
+    let is_test: Vec<bool> = dates.str().expect("str").iter().map(|d| d.is_some_and(|d| d >= "2018-01-01")).collect();
+    let mut df = df;
+    for col in ["open", "high", "low", "close", "adj_close"] {
+        let c = df.column(col).expect("col").cast(&DataType::Float64).expect("f64");
+        let v: Vec<Option<f64>> = c.f64().expect("f64").iter().zip(&is_test).map(|(x, t)| if *t { Some(SENTINEL) } else { x }).collect();
+        df.with_column(Column::new(col.into(), v)).expect("replace");
+    }
+    let out = dir.join("poisoned.parquet");
+    ParquetWriter::new(std::fs::File::create(&out).expect("create")).finish(&mut df).expect("write");
+    std::fs::copy(common::shared("data/sp500_constituents.csv"), dir.join("sp500_constituents.csv")).expect("groups");
+    out
+}
+
+fn config(dir: &Path, data: &Path) -> PathBuf {
+    let p = dir.join("alphaloop.toml");
+    std::fs::write(
+        &p,
+        format!("data = {data:?}\nkb = {:?}\n[splits]\ntrain = [\"2015-01-01\", \"2016-12-31\"]\nvalid = [\"2017-01-01\", \"2017-12-31\"]\ntest = [\"2018-01-01\", \"2018-12-31\"]\n", dir.join("kb")),
+    )
+    .expect("cfg");
+    p
+}
+
+fn mine(cfg: &Path, runs: &Path, args: &[&str]) -> std::process::Command {
+    let mut c = common::bin();
+    c.env("ALPHALOOP_RUNS", runs).arg("--config").arg(cfg).arg("mine").args(args);
+    c
+}
+
+#[test]
+fn a_real_run_fills_the_kb_never_sees_test_and_resumes_after_kill() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let data = poisoned(dir.path());
+    let cfg = config(dir.path(), &data);
+    let runs = dir.path().join("runs");
+
+    // 1. Two ideas, recorded.
+    let out = mine(&cfg, &runs, &["--ideas", "2", "--run-id", "r1", "--json"]).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(summary["ideas"], 2);
+    let t = &summary["time_split"];
+    let (w, j, e, k) = (t["writer"].as_f64().unwrap(), t["judge"].as_f64().unwrap(), t["eval"].as_f64().unwrap(), t["kb"].as_f64().unwrap());
+    assert!((e + k) / (w + j + e + k) < 0.05, "evaluation and KB take {:.1}% of the time", 100.0 * (e + k) / (w + j + e + k));
+
+    // Every prompt: no sentinel, no calendar date, no ticker.
+    let replies = std::fs::read_to_string(runs.join("r1/replies.jsonl")).expect("replies");
+    assert!(!replies.is_empty());
+    let sample = common::sample();
+    for line in replies.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("json");
+        let prompt = v["request"].to_string();
+        assert!(!prompt.contains("987654321"), "the sentinel reached a prompt");
+        assert!(!prompt.contains("2018-") && !prompt.contains("2017-") && !prompt.contains("2016-"), "a date reached a prompt");
+        for s in &sample.symbols {
+            assert!(!prompt.contains(&format!(" {s} ")) && !prompt.contains(&format!("\"{s}\"")), "ticker {s} reached a prompt");
+        }
+    }
+
+    // KB contents: metrics (train and valid only), reviews, lessons, lineage fields, and the
+    // metrics equal a recomputation on the clean data (so the sentinel never reached them).
+    let emb = alphaloop::kb::default_embedder(None).expect("model");
+    let view = MiningView::new(sample, &splits(), MetricsConfig::default()).expect("view");
+    {
+        let kb = Kb::open(&Location::Dir(dir.path().join("kb")), emb.clone()).expect("kb");
+        let recs = kb.records(&Filter::new().is("run_id", "r1")).expect("records");
+        assert_eq!(recs.len(), 2);
+        for r in &recs {
+            assert!(!r.reviews.is_empty(), "{}: no reviews", r.id);
+            assert_eq!(r.model.starts_with("local:"), true);
+            assert!(r.tokens > 0);
+            assert!(!r.family.is_empty() && !r.hypothesis.is_empty());
+            if r.status.keyword() != "error" {
+                assert!(!r.lessons.is_empty() && !r.lessons[0].is_empty(), "{}: no lesson", r.id);
+                assert_eq!(r.metrics.keys().cloned().collect::<Vec<_>>(), vec!["train", "valid"]);
+                let sig = alphaloop::expr::eval_expr(&r.code, &view.data, &alphaloop::expr::NoAlphas).expect("eval");
+                let m = view.score(&sig);
+                assert_eq!(m["valid"].rank_ic.to_bits(), r.metrics["valid"].rank_ic.to_bits(), "{}", r.code);
+            }
+        }
+    }
+
+    // 2. A run killed after its first idea resumes without redoing it.
+    let mut child = mine(&cfg, &runs, &["--ideas", "3", "--run-id", "r2", "--no-inner-loop", "--json"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let log = runs.join("r2/log.jsonl");
+    let t0 = std::time::Instant::now();
+    while std::fs::read_to_string(&log).map(|s| s.lines().count()).unwrap_or(0) < 1 {
+        assert!(t0.elapsed().as_secs() < 600, "no idea finished in 10 minutes");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let before: Vec<String> = std::io::BufReader::new(std::fs::File::open(&log).expect("log")).lines().map(|l| l.expect("line")).collect();
+    let out = mine(&cfg, &runs, &["--resume", "r2", "--ideas", "1", "--no-inner-loop", "--json"]).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let after: Vec<serde_json::Value> = std::fs::read_to_string(&log).expect("log").lines().map(|l| serde_json::from_str(l).expect("json")).collect();
+    assert_eq!(after.len(), before.len() + 1);
+    let ideas: std::collections::HashSet<&str> = after.iter().map(|o| o["idea"].as_str().expect("idea")).collect();
+    assert_eq!(ideas.len(), after.len(), "an idea was mined twice");
+    let ids: std::collections::HashSet<&str> = after.iter().map(|o| o["record_id"].as_str().expect("id")).collect();
+    assert_eq!(ids.len(), after.len());
+
+    // 3. `runs` lists both.
+    let out = common::bin().env("ALPHALOOP_RUNS", &runs).args(["runs", "--json"]).output().expect("runs");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v.as_array().expect("array").len(), 2);
+}
+
+/// The loop logic on recorded real replies (tests/data: a 2-idea run of the local model on
+/// the sample data): a replay calls no model and reproduces every outcome exactly.
+#[test]
+fn replaying_a_recorded_run_reproduces_it() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = config(dir.path(), &common::shared("data/sp500_sample.parquet"));
+    let runs = dir.path().join("runs");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let out = mine(&cfg, &runs, &["--ideas", "2", "--run-id", "fixture", "--json", "--replay"])
+        .arg(fixture.join("mine_replies.jsonl"))
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read = |p: &Path| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(p).expect("log").lines().map(|l| serde_json::from_str(l).expect("json")).collect()
+    };
+    let want = read(&fixture.join("mine_log.jsonl"));
+    let got = read(&runs.join("fixture/log.jsonl"));
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        for k in ["idea", "record_id", "status", "code", "rounds", "train_rank_ic", "valid_rank_ic", "prompt_tokens", "completion_tokens"] {
+            assert_eq!(g[k], w[k], "{k} differs for {}", w["record_id"]);
+        }
+    }
+    // The second idea's alpha repeats the first one's: the novelty check rejected it.
+    let kb = Kb::open(&Location::Dir(dir.path().join("kb")), alphaloop::kb::default_embedder(None).expect("model")).expect("kb");
+    let r = kb.get("fixture-0001").expect("get").expect("stored");
+    assert!(matches!(&r.status, alphaloop::kb::Status::Rejected { reason } if reason.contains("fixture-0000")), "{:?}", r.status);
+    assert_eq!(r.parents.len(), 1, "lineage: the accepted alpha it was shown");
+}
