@@ -69,17 +69,18 @@ impl Bandit {
     /// The next idea to mine.
     pub fn pick(&mut self) -> Option<Idea> {
         let total: f64 = self.plays.values().map(|p| p.0).sum::<f64>().max(1.0);
-        let fam = self
-            .families
-            .iter()
-            .max_by(|a, b| {
-                let u = |f: &String| match self.plays.get(f) {
-                    None => f64::INFINITY,
-                    Some((n, r)) => r / n + (2.0 * total.ln() / n).sqrt(),
-                };
-                u(a).total_cmp(&u(b)).then_with(|| b.cmp(a))
-            })?
-            .clone();
+        let util = |f: &String| match self.plays.get(f) {
+            None => f64::INFINITY,
+            Some((n, r)) => r / n + (2.0 * total.ln() / n).sqrt(),
+        };
+        // Highest utility; ties go to the family listed first.
+        let mut fam: Option<&String> = None;
+        for f in &self.families {
+            if fam.is_none_or(|b| util(f) > util(b)) {
+                fam = Some(f);
+            }
+        }
+        let fam = fam?.clone();
         let list = self.by_family.get(&fam)?;
         let k = self.next.entry(fam.clone()).or_insert(0);
         let idea = list[*k % list.len()].clone();
@@ -109,7 +110,13 @@ mod tests {
             .flat_map(|f| (0..3).map(move |i| Idea { id: format!("{f}{i}"), family: f.to_string(), hypothesis: format!("{f} {i}") }))
             .collect();
         let mut b = Bandit::new(&ideas);
-        let first: Vec<String> = (0..3).map(|_| b.pick().expect("idea").family).collect();
+        let first: Vec<String> = (0..3)
+            .map(|_| {
+                let f = b.pick().expect("idea").family;
+                b.update(&f, 0.0);
+                f
+            })
+            .collect();
         assert_eq!(first, vec!["a", "b", "c"]);
         for _ in 0..20 {
             b.update("b", 1.0);

@@ -13,6 +13,7 @@
 //!
 //! Prompts come from `templates/` and never carry calendar dates or tickers.
 
+pub mod gp;
 pub mod ideas;
 
 use crate::backtest::{Metrics, MiningView};
@@ -384,8 +385,27 @@ impl<'a> Miner<'a> {
             }
         }
         let best = best.ok_or_else(|| AgentError::Invalid("the inner loop produced no candidate".into()))?;
+        self.finish(idea, generation, id, best, reviews, parents, tokens, t, done_rounds, true)
+    }
 
-        // The final answer: evaluated on train and valid (never test), judged, stored.
+    /// The final answer of an idea: evaluated on train and valid (never test), a lesson
+    /// (LLM writers), and the record, accepted or not, into the KB.
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &self,
+        idea: &Idea,
+        generation: u32,
+        id: String,
+        best: Candidate,
+        reviews: Vec<Review>,
+        parents: Vec<String>,
+        mut tokens: (u64, u64),
+        mut t: Timings,
+        done_rounds: u32,
+        with_lesson: bool,
+    ) -> Result<Outcome, AgentError> {
+        let seq = id.rsplit('-').next().and_then(|s| s.parse::<usize>().ok()).unwrap_or(0);
+
         let tr = best.metrics.get("train").map(|m| m.rank_ic).filter(|v| v.is_finite());
         let va = best.metrics.get("valid").map(|m| m.rank_ic).filter(|v| v.is_finite());
         let status = if let Some(e) = &best.error {
@@ -411,9 +431,9 @@ impl<'a> Miner<'a> {
         rec.novelty = best.novelty.as_ref().map(|v| v.novelty.clone());
         rec.lookahead = Some("clean: expression operators only read past and current values".into());
         rec.run_id = self.run_id.clone();
-        rec.model = self.llm.name();
+        rec.model = if with_lesson { self.llm.name() } else { "gp".into() };
 
-        if best.error.is_none() {
+        if with_lesson && best.error.is_none() {
             let m = best.metrics.get("train").cloned().unwrap_or_default();
             let v = best.metrics.get("valid").cloned().unwrap_or_default();
             let user = self.templates.render(
@@ -447,6 +467,55 @@ impl<'a> Miner<'a> {
             completion_tokens: tokens.1,
             timings: t,
         })
+    }
+}
+
+
+impl<'a> Miner<'a> {
+    /// The `--writer gp` baseline for one idea: the same evaluation budget (T candidates),
+    /// candidates bred from `pop` instead of written by an LLM; no LLM call at all.
+    pub fn mine_idea_gp(&self, idea: &Idea, generation: u32, seq: usize, pop: &mut gp::Population, rng: &mut gp::Rng) -> Result<Outcome, AgentError> {
+        let mut t = Timings::default();
+        let id = format!("{}-{:04}", self.run_id, seq);
+        let rounds = if self.cfg.no_inner_loop { 1 } else { self.cfg.rounds.max(1) };
+        let mut best: Option<Candidate> = None;
+        let mut reviews = Vec::new();
+        for round in 1..=rounds {
+            let code = gp::to_text(&pop.offspring(rng));
+            let te = Instant::now();
+            let mut cand = self.evaluate(&id, &code)?;
+            t.eval += te.elapsed().as_secs_f64();
+            let fit = if cand.error.is_some() { -1.0 } else { cand.metrics.get("train").map(|m| m.rank_ic).unwrap_or(f64::NAN) };
+            if let Ok(e) = crate::expr::parse(&code) {
+                pop.add(fit, e);
+            }
+            cand.score = fit;
+            reviews.push(Review {
+                round,
+                reviewer: "gp".into(),
+                score: 0.0,
+                advice: cand.error.clone().unwrap_or_else(|| format!("fitness (train Rank IC) {}", f4(fit))),
+            });
+            let better = best.as_ref().is_none_or(|b| (b.error.is_some() && cand.error.is_none()) || (cand.error.is_none() == b.error.is_none() && fit > b.score));
+            if better {
+                best = Some(cand);
+            }
+        }
+        let best = best.ok_or_else(|| AgentError::Invalid("no candidate".into()))?;
+        self.finish(idea, generation, id, best, reviews, Vec::new(), (0, 0), t, rounds, false)
+    }
+
+    /// A GP population seeded with the KB's accepted expressions, scored by train Rank IC.
+    pub fn gp_population(&self) -> Result<gp::Population, AgentError> {
+        let mut pop = gp::Population::default();
+        if !self.cfg.no_kb {
+            for r in self.kb.records(&crate::kb::Filter::new().is("status", "accepted").is("kind", "expression"))? {
+                if let Ok(e) = crate::expr::parse(&r.code) {
+                    pop.add(r.metric("train", "rank_ic").unwrap_or(0.0), e);
+                }
+            }
+        }
+        Ok(pop)
     }
 }
 

@@ -43,6 +43,10 @@ pub struct MineArgs {
     /// Replay the replies recorded by an earlier run (no model is called).
     #[arg(long)]
     pub replay: Option<PathBuf>,
+    /// Who writes the alphas: `llm` (default) or `gp`, the genetic-programming baseline that
+    /// needs no LLM (same evaluation budget per idea).
+    #[arg(long, default_value = "llm")]
+    pub writer: String,
     /// Ablation: one writer round per idea, no judge feedback loop.
     #[arg(long)]
     pub no_inner_loop: bool,
@@ -57,6 +61,18 @@ pub struct MineArgs {
     pub idea_file: Option<PathBuf>,
     #[arg(long)]
     pub json: bool,
+}
+
+/// Stands in for the LLM under `--writer gp`, which never asks one.
+struct NoModel;
+
+impl LanguageModel for NoModel {
+    fn chat(&self, _: &crate::llm::ChatRequest) -> Result<crate::llm::Reply, crate::llm::LlmError> {
+        Err(crate::llm::LlmError::Invalid("--writer gp uses no language model".into()))
+    }
+    fn name(&self) -> String {
+        "gp".into()
+    }
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -138,7 +154,12 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     drop(data);
     let mut kb = super::kb::open(args.kb.as_deref(), cfg)?;
     let sample = kb.behaviour_sample(&view.data, &splits)?;
-    let llm = open_llm(&args, &run_dir)?;
+    let gp = match args.writer.as_str() {
+        "llm" => false,
+        "gp" => true,
+        w => bail!("unknown --writer '{w}': llm or gp"),
+    };
+    let llm: Box<dyn LanguageModel> = if gp { Box::new(NoModel) } else { open_llm(&args, &run_dir)? };
     let constrained = args.llm == "local";
     let mcfg = MineConfig { no_inner_loop: args.no_inner_loop, no_kb: args.no_kb, ..MineConfig::default() };
     let miner = Miner::new(llm.as_ref(), &kb, &view, sample, mcfg.clone(), Templates::load(&Templates::default_dir())?, run_id.clone(), constrained)?;
@@ -150,6 +171,8 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
         bandit.update(&o.family, if o.status == "accepted" { 1.0 } else { 0.0 });
         bandit.skip(&o.family);
     }
+    let mut pop = if gp { miner.gp_population()? } else { Default::default() };
+    let mut rng = crate::agent::gp::Rng::new(args.seed ^ done.len() as u64);
     let target = args.ideas.unwrap_or(if args.hours.is_some() { usize::MAX } else { 5 });
     let deadline = args.hours.map(|h| std::time::Instant::now() + std::time::Duration::from_secs_f64(h * 3600.0));
     // SAFETY: installs a handler that only stores to an atomic.
@@ -177,7 +200,7 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
         }
         let Some(idea) = bandit.pick() else { break };
         let generation = (seq / 10) as u32;
-        let o = miner.mine_idea(&idea, generation, seq)?;
+        let o = if gp { miner.mine_idea_gp(&idea, generation, seq, &mut pop, &mut rng)? } else { miner.mine_idea(&idea, generation, seq)? };
         seq += 1;
         bandit.update(&o.family, if o.status == "accepted" { 1.0 } else { 0.0 });
         writeln!(log, "{}", serde_json::to_string(&o)?)?;
