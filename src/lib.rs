@@ -15,3 +15,12 @@ pub mod llm;
 pub mod model;
 pub mod seeds;
 pub mod cli;
+
+/// Where downloads and build outputs live: `$ALPHALOOP_CACHE`, else `~/.cache/alphaloop`
+/// (what `scripts/setup` fills).
+pub fn cache_dir() -> std::path::PathBuf {
+    std::env::var_os("ALPHALOOP_CACHE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache/alphaloop")))
+        .unwrap_or_else(|| std::path::PathBuf::from(".cache/alphaloop"))
+}

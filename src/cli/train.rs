@@ -5,6 +5,7 @@ use super::{load_data, Config, DataArgs};
 use crate::backtest::MetricsConfig;
 use crate::data::{Date, MarketData};
 use crate::expr::{Compiler, Schema};
+use crate::kb::retrieve::cosine;
 use crate::kb::{Filter, Kb};
 use crate::model::{self, Feature, Report, StopOn, Target, TrainConfig, TrainResult, Transform};
 use crate::seeds::{self, AlphaSet};
@@ -106,16 +107,6 @@ fn seed_features(data: &MarketData, resolver: &AlphaSet) -> Result<Vec<Feature>>
         })
         .map(|d| Feature { id: d.id, code: d.formula })
         .collect())
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let (mut ab, mut aa, mut bb) = (0f64, 0f64, 0f64);
-    for (x, y) in a.iter().zip(b) {
-        ab += (*x as f64) * (*y as f64);
-        aa += (*x as f64).powi(2);
-        bb += (*y as f64).powi(2);
-    }
-    if aa == 0.0 || bb == 0.0 { 0.0 } else { ab / (aa * bb).sqrt() }
 }
 
 /// Features from the KB: explicit ids, or the top N by a train/valid metric, greedily

@@ -32,11 +32,7 @@ pub fn default_model_dir() -> PathBuf {
     if let Some(p) = std::env::var_os("ALPHALOOP_EMBED_MODEL") {
         return PathBuf::from(p);
     }
-    let cache = std::env::var_os("ALPHALOOP_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/alphaloop")))
-        .unwrap_or_else(|| PathBuf::from(".cache/alphaloop"));
-    cache.join("models/all-MiniLM-L6-v2")
+    crate::cache_dir().join("models/all-MiniLM-L6-v2")
 }
 
 /// all-MiniLM-L6-v2 on the CPU.

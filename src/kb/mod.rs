@@ -82,11 +82,7 @@ impl Location {
         if repo.is_dir() {
             return Location::Dir(repo.join("store"));
         }
-        let cache = std::env::var_os("ALPHALOOP_CACHE")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/alphaloop")))
-            .unwrap_or_else(|| PathBuf::from("."));
-        Location::Dir(cache.join("kb"))
+        Location::Dir(crate::cache_dir().join("kb"))
     }
 }
 

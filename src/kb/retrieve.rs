@@ -64,7 +64,8 @@ pub fn score(relevance: f64, r: &AlphaRecord, with_performance: bool, now: i64) 
     }
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
+/// Cosine similarity (0 when either vector is zero).
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let (mut ab, mut aa, mut bb) = (0f64, 0f64, 0f64);
     for (x, y) in a.iter().zip(b) {
         ab += (*x as f64) * (*y as f64);

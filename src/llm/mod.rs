@@ -102,11 +102,7 @@ pub trait LanguageModel: Send + Sync {
 
 /// Where the default GGUF lives (assembled by `scripts/setup`).
 pub fn default_gguf() -> std::path::PathBuf {
-    let cache = std::env::var_os("ALPHALOOP_CACHE")
-        .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache/alphaloop")))
-        .unwrap_or_else(|| std::path::PathBuf::from(".cache/alphaloop"));
-    cache.join("models/qwen2.5-coder-0.5b-instruct.gguf")
+    crate::cache_dir().join("models/qwen2.5-coder-0.5b-instruct.gguf")
 }
 
 impl<M: LanguageModel + ?Sized> LanguageModel for &M {
