@@ -5,24 +5,13 @@
 mod common;
 
 use alphaloop::backtest::{MetricsConfig, MiningView};
-use alphaloop::data::Splits;
 use alphaloop::kb::novelty::NoveltyConfig;
 use alphaloop::kb::{io, AlphaRecord, Filter, Kb, Kind, Lesson, Location, Status};
 use alphaloop::seeds::AlphaDef;
 use common::{bin, sample, shared};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
-
-/// Splits that fit the sample (2015–2018).
-fn splits() -> Splits {
-    let d = |s: &str| s.parse().expect("date");
-    Splits {
-        train: (d("2015-01-01"), d("2016-12-31")),
-        valid: (d("2017-01-01"), d("2017-12-31")),
-        test: (d("2018-01-01"), d("2018-12-31")),
-    }
-}
 
 fn embedder() -> Arc<dyn alphaloop::kb::embed::Embedder> {
     static E: OnceLock<Arc<dyn alphaloop::kb::embed::Embedder>> = OnceLock::new();
@@ -35,7 +24,7 @@ fn open(dir: &Path) -> Kb {
 
 fn view() -> &'static MiningView {
     static V: OnceLock<MiningView> = OnceLock::new();
-    V.get_or_init(|| MiningView::new(sample(), &splits(), MetricsConfig::default()).expect("view"))
+    V.get_or_init(|| MiningView::new(sample(), &common::sample_splits(), MetricsConfig::default()).expect("view"))
 }
 
 fn def(id: &str, formula: &str, idea: &str) -> AlphaDef {
@@ -44,7 +33,7 @@ fn def(id: &str, formula: &str, idea: &str) -> AlphaDef {
 
 /// Evaluates and stores formulas as accepted records.
 fn add(kb: &mut Kb, defs: &[AlphaDef]) -> Vec<(AlphaRecord, Option<Vec<f32>>)> {
-    let sample_spec = kb.behaviour_sample(sample(), &splits()).expect("sample");
+    let sample_spec = kb.behaviour_sample(sample(), &common::sample_splits()).expect("sample");
     let items = io::evaluate_defs(defs, view(), &sample_spec, "test", |_| {});
     io::store_all(kb, items.clone(), |_| {}).expect("stored");
     items
@@ -127,7 +116,7 @@ fn novelty_rejects_near_copies_and_keeps_new_signals() {
             def("corrvol", "ts_corr(rank(close), rank(volume), 10)", "price-volume correlation"),
         ],
     );
-    let spec = kb.behaviour_sample(sample(), &splits()).expect("sample");
+    let spec = kb.behaviour_sample(sample(), &common::sample_splits()).expect("sample");
     let cfg = NoveltyConfig::default();
     let check = |kb: &Kb, code: &str, cfg: &NoveltyConfig| {
         let sig = alphaloop::expr::eval_expr(code, &view().data, &alphaloop::expr::NoAlphas).expect("eval");
@@ -265,14 +254,7 @@ fn kill_9_loses_nothing_acknowledged() {
 fn kb_cli_end_to_end() {
     let dir = tempfile::tempdir().expect("tmp");
     let store = dir.path().join("store");
-    let cfg = dir.path().join("alphaloop.toml");
-    let mut f = std::fs::File::create(&cfg).expect("cfg");
-    writeln!(
-        f,
-        "data = {:?}\n[splits]\ntrain = [\"2015-01-01\", \"2016-12-31\"]\nvalid = [\"2017-01-01\", \"2017-12-31\"]\ntest = [\"2018-01-01\", \"2018-12-31\"]",
-        shared("data/sp500_sample.parquet")
-    )
-    .expect("write");
+    let cfg = common::sample_config(dir.path(), &shared("data/sp500_sample.parquet"), None);
     let run = |args: &[&str]| {
         let out = bin().arg("--config").arg(&cfg).arg("kb").arg("--kb").arg(&store).args(args).output().expect("runs");
         let so = String::from_utf8_lossy(&out.stdout).to_string();

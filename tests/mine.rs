@@ -6,18 +6,12 @@
 mod common;
 
 use alphaloop::backtest::{MetricsConfig, MiningView};
-use alphaloop::data::Splits;
 use alphaloop::kb::{Filter, Kb, Location};
 use polars::prelude::*;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 const SENTINEL: f64 = 987_654_321.0;
-
-fn splits() -> Splits {
-    let d = |s: &str| s.parse().expect("date");
-    Splits { train: (d("2015-01-01"), d("2016-12-31")), valid: (d("2017-01-01"), d("2017-12-31")), test: (d("2018-01-01"), d("2018-12-31")) }
-}
 
 /// The sample with every test-period price replaced by a sentinel.
 fn poisoned(dir: &Path) -> PathBuf {
@@ -38,13 +32,7 @@ fn poisoned(dir: &Path) -> PathBuf {
 }
 
 fn config(dir: &Path, data: &Path) -> PathBuf {
-    let p = dir.join("alphaloop.toml");
-    std::fs::write(
-        &p,
-        format!("data = {data:?}\nkb = {:?}\n[splits]\ntrain = [\"2015-01-01\", \"2016-12-31\"]\nvalid = [\"2017-01-01\", \"2017-12-31\"]\ntest = [\"2018-01-01\", \"2018-12-31\"]\n", dir.join("kb")),
-    )
-    .expect("cfg");
-    p
+    common::sample_config(dir, data, Some(&dir.join("kb")))
 }
 
 fn mine(cfg: &Path, runs: &Path, args: &[&str]) -> std::process::Command {
@@ -86,7 +74,7 @@ fn a_real_run_fills_the_kb_never_sees_test_and_resumes_after_kill() {
     // KB contents: metrics (train and valid only), reviews, lessons, lineage fields, and the
     // metrics equal a recomputation on the clean data (so the sentinel never reached them).
     let emb = alphaloop::kb::default_embedder(None).expect("model");
-    let view = MiningView::new(sample, &splits(), MetricsConfig::default()).expect("view");
+    let view = MiningView::new(sample, &common::sample_splits(), MetricsConfig::default()).expect("view");
     {
         let kb = Kb::open(&Location::Dir(dir.path().join("kb")), emb.clone()).expect("kb");
         let recs = kb.records(&Filter::new().is("run_id", "r1")).expect("records");

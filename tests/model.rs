@@ -5,20 +5,10 @@
 mod common;
 
 use alphaloop::backtest::MetricsConfig;
-use alphaloop::data::Splits;
 use alphaloop::model::{self, Feature, SavedModel, TrainConfig};
 use alphaloop::seeds::{self, AlphaSet};
 use common::sample;
 use std::path::Path;
-
-fn splits() -> Splits {
-    let d = |s: &str| s.parse().expect("date");
-    Splits {
-        train: (d("2015-01-01"), d("2016-12-31")),
-        valid: (d("2017-01-01"), d("2017-12-31")),
-        test: (d("2018-01-01"), d("2018-12-31")),
-    }
-}
 
 fn seeds_and_resolver() -> (Vec<Feature>, AlphaSet) {
     let defs = seeds::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml")).expect("seeds");
@@ -35,7 +25,7 @@ fn quick() -> TrainConfig {
 #[test]
 fn trains_saves_reloads_and_predicts_identically() {
     let (feats, set) = seeds_and_resolver();
-    let res = model::train(sample(), &splits(), &feats, &set, &quick(), &MetricsConfig::default(), |_| {}).expect("trains");
+    let res = model::train(sample(), &common::sample_splits(), &feats, &set, &quick(), &MetricsConfig::default(), |_| {}).expect("trains");
     assert!(res.trees >= 1);
     for s in ["train", "valid", "test"] {
         let r = &res.model[s];
@@ -75,7 +65,7 @@ fn trains_saves_reloads_and_predicts_identically() {
 fn shuffled_labels_give_no_test_ic() {
     let (feats, set) = seeds_and_resolver();
     let cfg = TrainConfig { shuffle_train_labels: true, ..quick() };
-    let res = model::train(sample(), &splits(), &feats, &set, &cfg, &MetricsConfig::default(), |_| {}).expect("trains");
+    let res = model::train(sample(), &common::sample_splits(), &feats, &set, &cfg, &MetricsConfig::default(), |_| {}).expect("trains");
     let t = &res.model["test"];
     // t-statistic of the mean daily IC: icir * sqrt(days).
     let tstat = t.icir * (t.n_days as f64).sqrt();
@@ -86,7 +76,7 @@ fn shuffled_labels_give_no_test_ic() {
 fn a_leaked_label_is_detected() {
     let (feats, set) = seeds_and_resolver();
     let cfg = TrainConfig { leak_label: true, ..quick() };
-    let res = model::train(sample(), &splits(), &feats[..10], &set, &cfg, &MetricsConfig::default(), |_| {}).expect("trains");
+    let res = model::train(sample(), &common::sample_splits(), &feats[..10], &set, &cfg, &MetricsConfig::default(), |_| {}).expect("trains");
     assert!(res.model["test"].rank_ic > 0.9, "{:?}", res.model["test"]);
     assert_eq!(res.importance[0].id, "label (leaked)");
 }
@@ -94,15 +84,7 @@ fn a_leaked_label_is_detected() {
 #[test]
 fn train_cli_json_has_the_documented_keys() {
     let dir = tempfile::tempdir().expect("tmp");
-    let cfg = dir.path().join("alphaloop.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "data = {:?}\n[splits]\ntrain = [\"2015-01-01\", \"2016-12-31\"]\nvalid = [\"2017-01-01\", \"2017-12-31\"]\ntest = [\"2018-01-01\", \"2018-12-31\"]\n",
-            common::shared("data/sp500_sample.parquet")
-        ),
-    )
-    .expect("cfg");
+    let cfg = common::sample_config(dir.path(), &common::shared("data/sp500_sample.parquet"), None);
     let out_model = dir.path().join("m.json");
     let out = common::bin()
         .arg("--config")

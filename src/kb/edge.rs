@@ -167,6 +167,10 @@ fn payload_of(p: Option<qdrant_edge::Payload>) -> Map<String, Value> {
     p.map(|p| p.0).unwrap_or_default()
 }
 
+fn doc(id: &PointId, payload: Option<qdrant_edge::Payload>, vector: Option<VectorStructInternal>) -> Doc {
+    Doc { id: num_id(id), payload: payload_of(payload), vectors: vectors_of(vector) }
+}
+
 fn with_vector(b: bool) -> WithVector {
     WithVector::Bool(b)
 }
@@ -193,7 +197,7 @@ impl Store for EdgeStore {
         let recs = self.shard.retrieve(req).map_err(|e| engine(&self.dir, e))?;
         Ok(recs
             .into_iter()
-            .map(|r| Doc { id: num_id(&r.id), payload: payload_of(r.payload), vectors: vectors_of(r.vector) })
+            .map(|r| doc(&r.id, r.payload, r.vector))
             .collect())
     }
 
@@ -220,7 +224,7 @@ impl Store for EdgeStore {
             let (recs, next) = self.shard.scroll(req).map_err(|e| engine(&self.dir, e))?;
             out.extend(
                 recs.into_iter()
-                    .map(|r| Doc { id: num_id(&r.id), payload: payload_of(r.payload), vectors: vectors_of(r.vector) }),
+                    .map(|r| doc(&r.id, r.payload, r.vector)),
             );
             match next {
                 Some(n) => offset = Some(n),
@@ -246,7 +250,7 @@ impl Store for EdgeStore {
         let hits = self.shard.search(req).map_err(|e| engine(&self.dir, e))?;
         Ok(hits
             .into_iter()
-            .map(|h| (h.score, Doc { id: num_id(&h.id), payload: payload_of(h.payload), vectors: vectors_of(h.vector) }))
+            .map(|h| (h.score, doc(&h.id, h.payload, h.vector)))
             .collect())
     }
 

@@ -103,6 +103,10 @@ fn payload(p: HashMap<String, qdrant_client::qdrant::Value>) -> Map<String, Valu
     p.into_iter().map(|(k, v)| (k, v.into_json())).collect()
 }
 
+fn doc(id: Option<PointId>, p: HashMap<String, qdrant_client::qdrant::Value>, v: Option<VectorsOutput>) -> Doc {
+    Doc { id: num_id(id), payload: payload(p), vectors: vectors(v) }
+}
+
 impl Store for ServerStore {
     fn upsert(&self, points: Vec<Point>) -> Result<(), KbError> {
         if points.is_empty() {
@@ -132,7 +136,7 @@ impl Store for ServerStore {
             .map_err(|e| self.err(e))?;
         Ok(r.result
             .into_iter()
-            .map(|p| Doc { id: num_id(p.id), payload: payload(p.payload), vectors: vectors(p.vectors) })
+            .map(|p| doc(p.id, p.payload, p.vectors))
             .collect())
     }
 
@@ -162,7 +166,7 @@ impl Store for ServerStore {
             out.extend(
                 r.result
                     .into_iter()
-                    .map(|p| Doc { id: num_id(p.id), payload: payload(p.payload), vectors: vectors(p.vectors) }),
+                    .map(|p| doc(p.id, p.payload, p.vectors)),
             );
             match r.next_page_offset {
                 Some(n) => offset = Some(n),
@@ -183,7 +187,7 @@ impl Store for ServerStore {
         let r = self.rt.block_on(self.client.search_points(b)).map_err(|e| self.err(e))?;
         Ok(r.result
             .into_iter()
-            .map(|p| (p.score, Doc { id: num_id(p.id), payload: payload(p.payload), vectors: vectors(p.vectors) }))
+            .map(|p| (p.score, doc(p.id, p.payload, p.vectors)))
             .collect())
     }
 

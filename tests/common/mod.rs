@@ -19,3 +19,25 @@ pub fn sample() -> &'static MarketData {
 pub fn bin() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_alphaloop"))
 }
+
+/// Splits that fit the sample (2015–2018): train 2015–16, valid 2017, test 2018.
+pub fn sample_splits() -> alphaloop::data::Splits {
+    let d = |s: &str| s.parse().expect("date");
+    alphaloop::data::Splits {
+        train: (d("2015-01-01"), d("2016-12-31")),
+        valid: (d("2017-01-01"), d("2017-12-31")),
+        test: (d("2018-01-01"), d("2018-12-31")),
+    }
+}
+
+/// Writes `dir/alphaloop.toml` with `data`, the sample splits and optionally a KB.
+pub fn sample_config(dir: &std::path::Path, data: &std::path::Path, kb: Option<&std::path::Path>) -> PathBuf {
+    let p = dir.join("alphaloop.toml");
+    let kb = kb.map(|k| format!("kb = {k:?}\n")).unwrap_or_default();
+    std::fs::write(
+        &p,
+        format!("data = {data:?}\n{kb}[splits]\ntrain = [\"2015-01-01\", \"2016-12-31\"]\nvalid = [\"2017-01-01\", \"2017-12-31\"]\ntest = [\"2018-01-01\", \"2018-12-31\"]\n"),
+    )
+    .expect("config written");
+    p
+}
