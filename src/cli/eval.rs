@@ -18,6 +18,16 @@ pub struct EvalArgs {
     /// Evaluate every alpha of a TOML file (`[[alpha]]` with id and formula) instead.
     #[arg(long, conflicts_with = "expr")]
     pub file: Option<PathBuf>,
+    /// Evaluate a Python factor file (a `Factor` subclass, see sandbox/python/README.md) in
+    /// the sandbox instead; a rejected program prints its verdict and exits with 1.
+    #[arg(long, conflicts_with_all = ["expr", "file"])]
+    pub python: Option<PathBuf>,
+    /// With --python: the class to run when the file defines several.
+    #[arg(long = "class", requires = "python")]
+    pub class: Option<String>,
+    /// With --python: wall-clock limit per run, seconds.
+    #[arg(long, default_value_t = 60, requires = "python")]
+    pub timeout: u64,
     #[command(flatten)]
     pub data: DataArgs,
     /// Scored dates: train, valid, test, all, or START:END (YYYY-MM-DD, either side may be empty).
@@ -58,10 +68,10 @@ pub fn run(args: EvalArgs, cfg: &Config) -> Result<i32> {
         Some(f) => seeds::load(f)?,
         None => Vec::new(),
     };
-    let expr = match (&args.expr, &args.file) {
-        (Some(e), None) => Some(e.clone()),
-        (None, Some(_)) => None,
-        _ => bail!("give an expression or --file FILE"),
+    let expr = match (&args.expr, &args.file, &args.python) {
+        (Some(e), None, None) => Some(e.clone()),
+        (None, Some(_), None) | (None, None, Some(_)) => None,
+        _ => bail!("give an expression, --file FILE or --python FILE"),
     };
     let alphas = resolver(&args, &file_defs)?;
     let data = load_data(&args.data, cfg, args.json)?;
@@ -73,6 +83,9 @@ pub fn run(args: EvalArgs, cfg: &Config) -> Result<i32> {
     };
     let prep = prepare(&data, &args.period, &splits, mcfg)?;
 
+    if let Some(py) = &args.python {
+        return eval_python(py, &args, &prep, &splits);
+    }
     match expr {
         Some(e) => eval_one(&e, &args, &prep, &alphas, &splits),
         None => eval_file(&file_defs, &args, &prep, &alphas),
@@ -95,10 +108,34 @@ fn eval_one(expr: &str, args: &EvalArgs, prep: &crate::backtest::Prepared, alpha
     let mut signal = None;
     evaluate(&c.graph, &[root], &prep.data, |_, p| signal = Some(p));
     let signal = signal.context("the expression produced no value")?;
-    let m = prep.scorer.score(&signal);
+    report(expr, &signal, args, prep, splits)
+}
+
+/// A Python factor file through the sandbox (with its look-ahead check), then the same
+/// metrics and output as an expression.
+fn eval_python(path: &Path, args: &EvalArgs, prep: &crate::backtest::Prepared, splits: &Splits) -> Result<i32> {
+    let code = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let cfg = crate::sandbox::SandboxConfig { timeout: std::time::Duration::from_secs(args.timeout.max(1)), ..Default::default() };
+    let mut sb = crate::sandbox::PySandbox::start(&prep.data, cfg)?;
+    match sb.evaluate(&code, args.class.as_deref()) {
+        Ok(ev) => report(&path.display().to_string(), &ev.signal, args, prep, splits),
+        Err(v) => {
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&serde_json::json!({"verdict": v.kind, "message": v.message}))?);
+            } else {
+                eprintln!("rejected: {}\n{}", v.kind, v.message);
+            }
+            Ok(1)
+        }
+    }
+}
+
+fn report(name: &str, signal: &Panel, args: &EvalArgs, prep: &crate::backtest::Prepared, splits: &Splits) -> Result<i32> {
+    let expr = name;
+    let m = prep.scorer.score(signal);
     if let Some(out) = &args.dump {
         let (start, end) = prep.period.indices(splits, &prep.data)?;
-        dump(&prep.data, &signal, start, end, out)?;
+        dump(&prep.data, signal, start, end, out)?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&m)?);

@@ -64,6 +64,9 @@ pub enum Command {
     Train(train::TrainArgs),
     /// Score stocks on a date with a trained model.
     Predict(train::PredictArgs),
+    /// (internal) The Python sandbox worker; started by alphaloop itself.
+    #[command(hide = true)]
+    SandboxWorker { dir: std::path::PathBuf },
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -77,6 +80,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Runs { cmd, json } => mine::runs(cmd, json),
         Command::Train(a) => train::run_train(a, &cfg),
         Command::Predict(a) => train::run_predict(a, &cfg),
+        Command::SandboxWorker { dir } => Ok(crate::sandbox::worker::main(&dir)),
         Command::Ops => {
             print!("{}", crate::expr::ops::describe());
             println!("Fields: open, high, low, close, volume (split/dividend adjusted), extra numeric columns of the data,");

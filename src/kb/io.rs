@@ -8,7 +8,7 @@ use crate::expr::{evaluate, Compiler, Schema};
 use crate::seeds::{AlphaDef, AlphaSet};
 use std::path::Path;
 
-/// Records written per store call (one embedding batch, one flush).
+/// Records written per store call (one embedding batch, one WAL entry).
 const BATCH: usize = 32;
 
 /// Evaluates formulas on train and valid and returns records (accepted with metrics, or

@@ -1,0 +1,39 @@
+//! Running untrusted signal code (LLM output) without letting it touch the host.
+//!
+//! * [`python`]: factor classes run by a worker process (`alphaloop sandbox-worker`) that
+//!   embeds CPython; the parent limits it (rlimits, a network namespace, timeouts) and the
+//!   worker locks itself down (Landlock, seccomp) before it runs any user code.
+//! * [`lookahead`]: the detector every kind of signal goes through before it is accepted.
+
+pub mod lookahead;
+mod npy;
+pub mod python;
+pub mod worker;
+
+pub use lookahead::LookAhead;
+pub use python::{PySandbox, SandboxConfig};
+
+/// Why a program's signal was not accepted. `kind` is the short verdict printed and stored
+/// (`timeout`, `memory`, `cpu`, `forbidden: network`, `lookahead`, `error`, ...); `message`
+/// says what happened, for a Python error the traceback trimmed to the user's code.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, thiserror::Error)]
+#[error("{kind}: {message}")]
+pub struct Verdict {
+    pub kind: String,
+    pub message: String,
+}
+
+impl Verdict {
+    pub fn new(kind: impl Into<String>, message: impl Into<String>) -> Verdict {
+        Verdict { kind: kind.into(), message: message.into() }
+    }
+}
+
+/// Failures of the sandbox itself (not of the program it runs).
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("sandbox: {path}: {source}")]
+    Io { path: std::path::PathBuf, source: std::io::Error },
+    #[error("sandbox worker {exe}: {msg}")]
+    Worker { exe: std::path::PathBuf, msg: String },
+}
