@@ -87,6 +87,8 @@ fn a_real_run_fills_the_kb_never_sees_test_and_resumes_after_kill() {
             if r.status.keyword() != "error" {
                 assert!(!r.lessons.is_empty() && !r.lessons[0].is_empty(), "{}: no lesson", r.id);
                 assert_eq!(r.metrics.keys().cloned().collect::<Vec<_>>(), vec!["train", "valid"]);
+                // The look-ahead detector ran on the candidate and its verdict is stored.
+                assert!(r.lookahead.as_deref().is_some_and(|l| l.starts_with("no look-ahead")), "{:?}", r.lookahead);
                 let sig = alphaloop::expr::eval_expr(&r.code, &view.data, &alphaloop::expr::NoAlphas).expect("eval");
                 let m = view.score(&sig);
                 assert_eq!(m["valid"].rank_ic.to_bits(), r.metrics["valid"].rank_ic.to_bits(), "{}", r.code);

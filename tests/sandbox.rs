@@ -147,3 +147,34 @@ fn eval_python_cli() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("rejected: lookahead"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn python_factors_are_stored_in_the_kb() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let cfg = common::sample_config(tmp.path(), &common::shared("data/sp500_sample.parquet"), None);
+    let store = tmp.path().join("kb");
+    let kb = |args: &[&str]| {
+        let out = common::bin()
+            .arg("--config")
+            .arg(&cfg)
+            .args(["kb", "--json", "--kb"])
+            .arg(&store)
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    kb(&["import", "sandbox/python/examples/volatility_breakout.py"]);
+    kb(&["import", "tests/data/hostile/peeks_tomorrow.py"]);
+    let good: serde_json::Value = serde_json::from_str(&kb(&["show", "volatility_breakout"])).expect("json");
+    assert_eq!(good["kind"], "python", "{good}");
+    assert_eq!(good["status"]["state"], "accepted", "{good}");
+    assert!(good["metrics"]["train"]["rank_ic"].is_number() && good["metrics"]["valid"]["rank_ic"].is_number(), "{good}");
+    assert!(good["metrics"].get("test").is_none());
+    assert!(good["lookahead"].as_str().is_some_and(|l| l.starts_with("no look-ahead")), "{good}");
+    let bad: serde_json::Value = serde_json::from_str(&kb(&["show", "peeks_tomorrow"])).expect("json");
+    assert_eq!(bad["status"]["state"], "error", "{bad}");
+    assert!(bad["lookahead"].as_str().is_some_and(|l| l.starts_with("lookahead:")), "{bad}");
+}

@@ -180,6 +180,7 @@ struct Candidate {
     metrics: std::collections::BTreeMap<String, Metrics>,
     behaviour: Option<Vec<f32>>,
     novelty: Option<crate::kb::novelty::Verdict>,
+    lookahead: Option<crate::sandbox::LookAhead>,
     score: f64,
 }
 
@@ -194,6 +195,10 @@ pub struct Miner<'a> {
     pub run_id: String,
     grammar: Option<String>,
     writer_system: String,
+    /// The mining data with every value after `cutoff` replaced by noise: each candidate is
+    /// evaluated on it too, and any change at or before the cutoff rejects it (look-ahead).
+    noised: crate::data::MarketData,
+    cutoff: usize,
 }
 
 impl<'a> Miner<'a> {
@@ -215,7 +220,9 @@ impl<'a> Miner<'a> {
             },
         )?;
         let grammar = constrained.then(crate::llm::grammar::expression_gbnf);
-        Ok(Miner { llm, kb, view, sample, cfg, templates, run_id, grammar, writer_system })
+        let cutoff = crate::sandbox::lookahead::default_cutoff(&view.data);
+        let noised = crate::sandbox::lookahead::noised(&view.data, cutoff, 0x5EED);
+        Ok(Miner { llm, kb, view, sample, cfg, templates, run_id, grammar, writer_system, noised, cutoff })
     }
 
     fn ask(&self, system: &str, user: String, grammar: Option<&String>, max_tokens: u32, seed: u32, tokens: &mut (u64, u64)) -> Result<String, AgentError> {
@@ -238,7 +245,15 @@ impl<'a> Miner<'a> {
     /// Compiles, checks and backtests one expression on train (and valid, kept for the final
     /// answer only: the judge sees train).
     fn evaluate(&self, id: &str, code: &str) -> Result<Candidate, AgentError> {
-        let mut cand = Candidate { code: code.to_string(), error: None, metrics: Default::default(), behaviour: None, novelty: None, score: 0.0 };
+        let mut cand = Candidate {
+            code: code.to_string(),
+            error: None,
+            metrics: Default::default(),
+            behaviour: None,
+            novelty: None,
+            lookahead: None,
+            score: 0.0,
+        };
         let parsed = match crate::expr::parse(code) {
             Ok(e) => e,
             Err(e) => {
@@ -270,6 +285,15 @@ impl<'a> Miner<'a> {
             cand.error = Some("the expression produced no value".into());
             return Ok(cand);
         };
+        let mut noisy = None;
+        evaluate(&c.graph, &[root], &self.noised, |_, p| noisy = Some(p));
+        if let Some(noisy) = noisy {
+            let la = crate::sandbox::lookahead::compare(&self.view.data, &sig, &noisy, self.cutoff);
+            if !la.is_clean() {
+                cand.error = Some(la.to_string());
+            }
+            cand.lookahead = Some(la);
+        }
         cand.metrics = self.view.score(&sig);
         cand.behaviour = self.sample.vector(&self.view.data, &sig);
         if let Some(m) = cand.metrics.get("train") {
@@ -429,7 +453,7 @@ impl<'a> Miner<'a> {
         rec.metrics = best.metrics.clone();
         rec.reviews = reviews;
         rec.novelty = best.novelty.as_ref().map(|v| v.novelty.clone());
-        rec.lookahead = Some("clean: expression operators only read past and current values".into());
+        rec.lookahead = best.lookahead.as_ref().map(|l| l.to_string());
         rec.run_id = self.run_id.clone();
         rec.model = if with_lesson { self.llm.name() } else { "gp".into() };
 

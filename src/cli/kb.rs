@@ -67,9 +67,13 @@ pub enum KbCmd {
         #[arg(short, long)]
         out: Option<PathBuf>,
     },
-    /// Add records: a JSON export, or a TOML file of formulas (evaluated on --data).
+    /// Add records: a JSON export, a TOML file of formulas, or a Python factor file (.py,
+    /// run in the sandbox); formulas and factors are evaluated on --data (train and valid).
     Import {
         file: PathBuf,
+        /// For a .py file: the Factor class to run when it defines several.
+        #[arg(long = "class")]
+        class: Option<String>,
         #[command(flatten)]
         data: DataArgs,
         /// Family recorded for formulas of a TOML file.
@@ -181,7 +185,7 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
                 (None, Format::Parquet) => bail!("parquet needs --out FILE"),
             }
         }
-        KbCmd::Import { file, data, family } => import(&mut kb, &file, &data, &family, cfg, json)?,
+        KbCmd::Import { file, class, data, family } => import(&mut kb, &file, class.as_deref(), &data, &family, cfg, json)?,
         KbCmd::Rm { id } => {
             if !kb.remove(&id)? {
                 bail!("no record '{id}' in {}", kb.location());
@@ -200,9 +204,20 @@ fn tempfile_path(ext: &str) -> PathBuf {
     std::env::temp_dir().join(format!("alphaloop-export-{}.{ext}", std::process::id()))
 }
 
-fn import(kb: &mut Kb, file: &std::path::Path, data: &DataArgs, family: &str, cfg: &Config, json: bool) -> Result<()> {
+fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataArgs, family: &str, cfg: &Config, json: bool) -> Result<()> {
     let is_toml = file.extension().is_some_and(|e| e == "toml");
-    let items = if is_toml {
+    let is_python = file.extension().is_some_and(|e| e == "py");
+    let items = if is_python {
+        let code = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+        let md = load_data(data, cfg, json)?;
+        let splits = cfg.splits.clone().unwrap_or_default();
+        let mcfg = MetricsConfig { cost_bps: cfg.cost_bps.unwrap_or(5.0), ..MetricsConfig::default() };
+        let view = MiningView::new(&md, &splits, mcfg)?;
+        let sample = kb.behaviour_sample(&md, &splits)?;
+        let id = file.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "factor".into());
+        let fam = if family == "seed" { "python" } else { family };
+        vec![io::evaluate_python(&id, &code, class, &view, &sample, fam, Default::default())]
+    } else if is_toml {
         let defs = crate::seeds::load(file)?;
         let md = load_data(data, cfg, json)?;
         let splits = cfg.splits.clone().unwrap_or_default();

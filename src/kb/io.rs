@@ -54,6 +54,42 @@ pub fn evaluate_defs(
     out
 }
 
+/// Evaluates a Python factor program in the sandbox on the mining data (train and valid;
+/// the test period is not in it) and returns its record: accepted with metrics, behaviour
+/// and the look-ahead verdict, or `error` with the sandbox's verdict (kept: the KB holds
+/// failures too).
+pub fn evaluate_python(
+    id: &str,
+    code: &str,
+    class: Option<&str>,
+    view: &MiningView,
+    sample: &BehaviourSample,
+    family: &str,
+    cfg: crate::sandbox::SandboxConfig,
+) -> (AlphaRecord, Option<Vec<f32>>) {
+    let mut r = AlphaRecord::new(id, Kind::Python, code, Status::Accepted);
+    r.family = family.to_string();
+    r.name = class.unwrap_or(id).to_string();
+    let result = crate::sandbox::PySandbox::start(&view.data, cfg)
+        .map_err(|e| crate::sandbox::Verdict::new("sandbox", e.to_string()))
+        .and_then(|mut sb| sb.evaluate(code, class));
+    match result {
+        Ok(ev) => {
+            r.metrics = view.score(&ev.signal);
+            r.lookahead = Some(ev.lookahead.to_string());
+            let beh = sample.vector(&view.data, &ev.signal);
+            (r, beh)
+        }
+        Err(v) => {
+            if v.kind == "lookahead" {
+                r.lookahead = Some(v.message.clone());
+            }
+            r.status = Status::Error { message: v.to_string() };
+            (r, None)
+        }
+    }
+}
+
 /// Writes records in batches; `on_stored` is called after each batch is durable.
 pub fn store_all(
     kb: &Kb,
