@@ -57,6 +57,21 @@ fn python_signal_equals_the_same_expression() {
 }
 
 #[test]
+fn numpy_and_polars_in_and_out() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut sb = sandbox(tmp.path());
+    let np = "import numpy as np\nfrom alphaloop_factor import Factor\nclass F(Factor):\n    inputs = ['close']\n    input_type = 'numpy'\n    def calc(self, data):\n        c = data['close']\n        out = np.full_like(c, np.nan)\n        out[5:] = c[5:] / c[:-5] - 1\n        return out\n";
+    let pl = "import polars as pl\nfrom alphaloop_factor import Factor\nclass F(Factor):\n    inputs = ['close']\n    input_type = 'polars'\n    def calc(self, data):\n        c = data['close']\n        syms = [s for s in c.columns if s != 'date']\n        return c.select([pl.col('date')] + [(pl.col(s) / pl.col(s).shift(5) - 1).alias(s) for s in syms])\n";
+    let a = sb.evaluate(np, None).expect("numpy").signal;
+    let b = sb.evaluate(pl, None).unwrap_or_else(|v| panic!("polars: {v}")).signal;
+    let n = a.as_slice().iter().filter(|x| x.is_finite()).count();
+    assert!(n > a.as_slice().len() / 2);
+    for (x, y) in a.as_slice().iter().zip(b.as_slice()) {
+        assert!((x.is_nan() && y.is_nan()) || (x - y).abs() < 1e-12, "{x} vs {y}");
+    }
+}
+
+#[test]
 fn hostile_programs_are_stopped_and_the_host_is_untouched() {
     let tmp = tempfile::tempdir().expect("tmp");
     let victim = tmp.path().join("victim");

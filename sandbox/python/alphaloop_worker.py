@@ -56,8 +56,13 @@ def setup(root):
     reads |= {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     reads.add(os.path.realpath(root))
     _state["reads"] = sorted(reads)
-    # Modules user code commonly needs, imported while the file system is still open.
+    # Modules user code commonly needs, imported before the audit hook: polars' import
+    # probes for libraries with ctypes and subprocesses, which the hook would refuse.
     import math, statistics, itertools, functools, collections  # noqa: F401
+    try:
+        import polars  # noqa: F401
+    except ImportError:
+        pass
     sys.addaudithook(_hook)
     return _state["reads"]
 

@@ -202,21 +202,22 @@ impl PySandbox {
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .env("HOME", &work)
+            .env("TMPDIR", &work)
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("PYTHONNOUSERSITE", "1")
             .current_dir(&work)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
-        // One thread for the numeric libraries: Landlock confines the calling thread only,
-        // so the worker must still be single-threaded when it locks itself down.
+        // One thread for the numeric libraries: a program's signal is one thread of work,
+        // and a worker should not compete with the miner for cores.
         let home = env!("ALPHALOOP_PYTHON_HOME");
         if !home.is_empty() {
             cmd.env("PYTHONHOME", home);
         }
         // pyarrow (which pandas loads) would start a jemalloc background thread.
         cmd.env("JE_ARROW_MALLOC_CONF", "background_thread:false");
-        for v in ["OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"] {
+        for v in ["OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS", "POLARS_MAX_THREADS"] {
             cmd.env(v, "1");
         }
         let (mem, cpu, fsize) = (self.cfg.memory_bytes, self.cfg.cpu_seconds, self.cfg.file_bytes);

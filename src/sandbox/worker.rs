@@ -1,11 +1,12 @@
 //! The worker process (`alphaloop sandbox-worker DIR`): embeds CPython through pyo3, maps
 //! the panels, confines itself, then runs one factor program per request.
 //!
-//! Order matters. Python, numpy and pandas load first (trusted code, files still readable);
-//! then, while the process has a single thread, Landlock restricts the file system to the
-//! interpreter's own directories (read), the panels (read) and the scratch dir (read and
-//! write), and denies TCP; then seccomp refuses sockets, new processes, exec, rlimit
-//! changes, ptrace, namespaces and mounts. Only then is the first program read.
+//! Order matters. Landlock comes first, while the process has a single thread (it confines
+//! the calling thread and every thread started later): reads only under the interpreter's
+//! home, the system libraries and the panels, reads and writes only in the scratch dir, no TCP. Python, numpy,
+//! pandas (and polars when installed) then load under it. Then seccomp, on all threads,
+//! refuses sockets, new processes, exec, rlimit changes, ptrace, namespaces and mounts.
+//! Only then is the first program read.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyModule};
@@ -42,8 +43,18 @@ pub fn main(root: &Path) -> i32 {
         std::fs::File::from_raw_fd(fd)
     };
     let mut proto = std::io::BufWriter::with_capacity(1 << 20, proto);
+    // Landlock first, while this process has one thread (it confines the calling thread
+    // and everything started after it): Python, numpy, pandas and polars then load under it.
+    let landlock = match landlock(root, python_home()) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(proto, "{}", json!({"ready": false, "message": format!("landlock: {e}")}));
+            let _ = proto.flush();
+            return 4;
+        }
+    };
     Python::initialize();
-    let code = Python::attach(|py| match serve(py, root, &mut proto) {
+    let code = Python::attach(|py| match serve(py, root, &landlock, &mut proto) {
         Ok(()) => 0,
         Err(msg) => {
             let _ = writeln!(proto, "{}", json!({"ready": false, "message": msg}));
@@ -54,19 +65,21 @@ pub fn main(root: &Path) -> i32 {
     code
 }
 
-fn serve(py: Python<'_>, root: &Path, proto: &mut impl Write) -> Result<(), String> {
+/// The interpreter's home, found at build time (`sys.base_prefix` of the Python pyo3 built
+/// against): the one tree the worker may read code from.
+fn python_home() -> &'static str {
+    env!("ALPHALOOP_PYTHON_HOME")
+}
+
+fn serve(py: Python<'_>, root: &Path, landlock: &str, proto: &mut impl Write) -> Result<(), String> {
     let pyerr = |e: PyErr| e.to_string();
     let factor = PyModule::from_code(py, &cstr(FACTOR_PY), c"alphaloop_factor.py", c"alphaloop_factor").map_err(pyerr)?;
     py.import("sys").and_then(|s| s.getattr("modules")).and_then(|m| m.set_item("alphaloop_factor", factor)).map_err(pyerr)?;
     let harness = PyModule::from_code(py, &cstr(WORKER_PY), c"alphaloop_worker.py", c"alphaloop_worker").map_err(pyerr)?;
-    let reads: Vec<String> = harness
-        .getattr("setup")
-        .and_then(|f| f.call1((root.to_string_lossy().to_string(),)))
-        .and_then(|r| r.extract())
-        .map_err(pyerr)?;
-    let confinement = confine(root, &reads)?;
-    let mut ready = confinement;
-    ready["ready"] = json!(true);
+    harness.getattr("setup").and_then(|f| f.call1((root.to_string_lossy().to_string(),))).map_err(pyerr)?;
+    seccomp().map_err(|e| format!("seccomp: {e}"))?;
+    let netns = std::fs::read_to_string("/proc/self/net/dev").map(|s| s.lines().skip(2).all(|l| l.trim_start().starts_with("lo:"))).unwrap_or(false);
+    let ready = json!({"ready": true, "landlock": landlock, "seccomp": true, "netns": netns});
     writeln!(proto, "{ready}").and_then(|_| proto.flush()).map_err(|e| e.to_string())?;
 
     let run = harness.getattr("run_json").map_err(pyerr)?;
@@ -97,42 +110,39 @@ fn serve(py: Python<'_>, root: &Path, proto: &mut impl Write) -> Result<(), Stri
     Ok(())
 }
 
-fn threads() -> usize {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Threads:").map(|v| v.trim().parse().unwrap_or(0))))
-        .unwrap_or(0)
-}
-
-/// Landlock, then seccomp. Fails closed: a worker that cannot confine itself does not run.
-fn confine(root: &Path, reads: &[String]) -> Result<Value, String> {
-    if threads() != 1 {
-        let names: Vec<String> = std::fs::read_dir("/proc/self/task")
-            .map(|d| d.flatten().map(|e| std::fs::read_to_string(e.path().join("comm")).unwrap_or_default().trim().to_string()).collect())
-            .unwrap_or_default();
-        return Err(format!("the worker has {} threads before confinement ({}); it must have one", names.len(), names.join(", ")));
-    }
-    let netns = std::fs::read_to_string("/proc/self/net/dev").map(|s| s.lines().skip(2).all(|l| l.trim_start().starts_with("lo:"))).unwrap_or(false);
-    let landlock = landlock(root, reads).map_err(|e| format!("landlock: {e}"))?;
-    seccomp().map_err(|e| format!("seccomp: {e}"))?;
-    Ok(json!({"landlock": landlock, "seccomp": true, "netns": netns}))
-}
-
-fn landlock(root: &Path, reads: &[String]) -> Result<String, landlock::RulesetError> {
+/// Reads under the Python home and the panels, reads and writes in the scratch dir, no TCP.
+fn landlock(root: &Path, home: &str) -> Result<String, String> {
     use landlock::{path_beneath_rules, Access, AccessFs, AccessNet, Ruleset, RulesetAttr, RulesetCreatedAttr, ABI};
+    if home.is_empty() {
+        return Err("the Python home was not found when alphaloop was built".into());
+    }
     let abi = ABI::V4;
-    let mut read_dirs: Vec<String> = reads.to_vec();
+    // System shared libraries (numpy's extensions link libz, libm, ...) and the loader's
+    // cache are readable too; nothing else under /etc, no home directories, no repo.
+    let mut read_dirs: Vec<String> = vec![home.to_string()];
+    for sys in ["/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib", "/etc/ld.so.cache", "/usr/share/zoneinfo"] {
+        if Path::new(sys).exists() {
+            read_dirs.push(sys.to_string());
+        }
+    }
     read_dirs.push(root.join("real").to_string_lossy().into());
     read_dirs.push(root.join("noise").to_string_lossy().into());
     read_dirs.push(root.join("meta.json").to_string_lossy().into());
     let work = root.join("work");
+    let e = |x: landlock::RulesetError| x.to_string();
     let status = Ruleset::default()
-        .handle_access(AccessFs::from_all(abi))?
-        .handle_access(AccessNet::from_all(abi))?
-        .create()?
-        .add_rules(path_beneath_rules(&read_dirs, AccessFs::from_read(abi)))?
-        .add_rules(path_beneath_rules([work.as_path(), Path::new("/dev/null")], AccessFs::from_all(abi)))?
-        .restrict_self()?;
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(e)?
+        .handle_access(AccessNet::from_all(abi))
+        .map_err(e)?
+        .create()
+        .map_err(e)?
+        .add_rules(path_beneath_rules(&read_dirs, AccessFs::from_read(abi)))
+        .map_err(e)?
+        .add_rules(path_beneath_rules([work.as_path(), Path::new("/dev/null")], AccessFs::from_all(abi)))
+        .map_err(e)?
+        .restrict_self()
+        .map_err(|e| e.to_string())?;
     Ok(format!("{:?}", status.ruleset))
 }
 
