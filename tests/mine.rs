@@ -32,7 +32,12 @@ fn poisoned(dir: &Path) -> PathBuf {
 }
 
 fn config(dir: &Path, data: &Path) -> PathBuf {
-    common::sample_config(dir, data, Some(&dir.join("kb")))
+    let p = common::sample_config(dir, data, Some(&dir.join("kb")));
+    // A price for the local model, so cost accounting can be checked.
+    let mut text = std::fs::read_to_string(&p).expect("config");
+    text.push_str("\n[prices.local]\nprompt = 1.0\ncompletion = 2.0\n");
+    std::fs::write(&p, text).expect("config");
+    p
 }
 
 fn mine(cfg: &Path, runs: &Path, args: &[&str]) -> std::process::Command {
@@ -49,10 +54,23 @@ fn a_real_run_fills_the_kb_never_sees_test_and_resumes_after_kill() {
     let runs = dir.path().join("runs");
 
     // 1. Two ideas, recorded.
-    let out = mine(&cfg, &runs, &["--ideas", "2", "--run-id", "r1", "--json"]).output().expect("runs");
+    let out = mine(&cfg, &runs, &["--ideas", "2", "--run-id", "r1", "--generation-size", "2", "--json"]).output().expect("runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(summary["ideas"], 2);
+    // Cost: tokens at the configured price (USD per million), per idea.
+    for line in std::fs::read_to_string(runs.join("r1/log.jsonl")).expect("log").lines() {
+        let o: serde_json::Value = serde_json::from_str(line).expect("json");
+        let want = (o["prompt_tokens"].as_f64().unwrap() + 2.0 * o["completion_tokens"].as_f64().unwrap()) / 1e6;
+        assert!(want > 0.0 && (o["cost_usd"].as_f64().unwrap() - want).abs() < 1e-12, "{o}");
+    }
+    // A generation summary after the generation of two ideas, in the run dir and the KB.
+    let sums = std::fs::read_to_string(runs.join("r1/summaries.jsonl")).expect("summaries");
+    assert_eq!(sums.lines().count(), 1);
+    let s0: serde_json::Value = serde_json::from_str(sums.lines().next().unwrap()).expect("json");
+    assert_eq!(s0["id"], "r1-gen0");
+    assert!(s0["text"].as_str().unwrap().len() > "Generation 0 summary: ".len() + 10, "{s0}");
+    assert_eq!(s0["sources"].as_array().unwrap().len(), 2);
     let t = &summary["time_split"];
     let (w, j, e, k) = (t["writer"].as_f64().unwrap(), t["judge"].as_f64().unwrap(), t["eval"].as_f64().unwrap(), t["kb"].as_f64().unwrap());
     assert!((e + k) / (w + j + e + k) < 0.05, "evaluation and KB take {:.1}% of the time", 100.0 * (e + k) / (w + j + e + k));
@@ -79,6 +97,7 @@ fn a_real_run_fills_the_kb_never_sees_test_and_resumes_after_kill() {
         let kb = Kb::open(&Location::Dir(dir.path().join("kb")), emb.clone()).expect("kb");
         let recs = kb.records(&Filter::new().is("run_id", "r1")).expect("records");
         assert_eq!(recs.len(), 2);
+        assert!(kb.lessons().expect("lessons").iter().any(|l| l.id == "r1-gen0"), "generation summary not in the KB");
         for r in &recs {
             assert!(!r.reviews.is_empty(), "{}: no reviews", r.id);
             assert_eq!(r.model.starts_with("local:"), true);

@@ -56,6 +56,23 @@ pub struct MineConfig {
     pub min_coverage: f64,
     pub temperature: f32,
     pub novelty: NoveltyConfig,
+    /// USD per million prompt and completion tokens of the model in use (0 for a local one).
+    pub price: Price,
+    /// Ideas per generation; after each, the LLM writes a generation summary into the KB.
+    pub generation_size: usize,
+}
+
+/// A model's price, USD per million tokens.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Price {
+    pub prompt: f64,
+    pub completion: f64,
+}
+
+impl Price {
+    pub fn cost(&self, prompt_tokens: u64, completion_tokens: u64) -> f64 {
+        (prompt_tokens as f64 * self.prompt + completion_tokens as f64 * self.completion) / 1e6
+    }
 }
 
 impl Default for MineConfig {
@@ -73,6 +90,8 @@ impl Default for MineConfig {
             min_coverage: 0.5,
             temperature: 0.7,
             novelty: NoveltyConfig::default(),
+            price: Price::default(),
+            generation_size: 10,
         }
     }
 }
@@ -99,6 +118,8 @@ pub struct Outcome {
     pub valid_rank_ic: Option<f64>,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    #[serde(default)]
+    pub cost_usd: f64,
     pub timings: Timings,
 }
 
@@ -110,7 +131,7 @@ pub struct Templates {
 impl Templates {
     pub fn load(dir: &std::path::Path) -> Result<Templates, AgentError> {
         let mut env = minijinja::Environment::new();
-        for name in ["writer_system.md", "writer_user.md", "judge_system.md", "judge_user.md", "lesson.md"] {
+        for name in ["writer_system.md", "writer_user.md", "judge_system.md", "judge_user.md", "lesson.md", "generation_summary.md"] {
             let p = dir.join(name);
             let text = std::fs::read_to_string(&p).map_err(|e| AgentError::Template { name: p.display().to_string(), msg: e.to_string() })?;
             env.add_template_owned(name.to_string(), text)
@@ -475,6 +496,7 @@ impl<'a> Miner<'a> {
             rec.lessons.push(lesson.trim().lines().next().unwrap_or("").trim().to_string());
         }
         rec.tokens = tokens.0 + tokens.1;
+        rec.cost_usd = self.cfg.price.cost(tokens.0, tokens.1);
         let tk = Instant::now();
         self.kb.put(vec![(rec.clone(), best.behaviour.clone())])?;
         t.kb += tk.elapsed().as_secs_f64();
@@ -489,11 +511,43 @@ impl<'a> Miner<'a> {
             valid_rank_ic: va,
             prompt_tokens: tokens.0,
             completion_tokens: tokens.1,
+            cost_usd: rec.cost_usd,
             timings: t,
         })
     }
 }
 
+impl<'a> Miner<'a> {
+    /// FinAgent's high-level reflection: after a generation of ideas, the LLM reads their
+    /// outcomes (train and valid only) and writes what the generation teaches; the summary
+    /// goes into the KB as a lesson, which later writers retrieve. Returns it with the
+    /// tokens it used.
+    pub fn summarize_generation(&self, generation: u32, outcomes: &[Outcome]) -> Result<(crate::kb::Lesson, (u64, u64)), AgentError> {
+        let rows: Vec<minijinja::Value> = outcomes
+            .iter()
+            .map(|o| {
+                minijinja::context! {
+                    family => o.family.clone(), code => o.code.clone(), status => o.status.clone(),
+                    train => o.train_rank_ic.map(f4).unwrap_or_else(|| "n/a".into()),
+                    valid => o.valid_rank_ic.map(f4).unwrap_or_else(|| "n/a".into()),
+                }
+            })
+            .collect();
+        let user = self.templates.render("generation_summary.md", minijinja::context! { generation => generation, outcomes => rows })?;
+        let mut tokens = (0, 0);
+        let text = self.ask("You are a concise quantitative researcher.", user, None, 160, 7_000 + generation, &mut tokens)?;
+        let lesson = crate::kb::Lesson {
+            id: format!("{}-gen{generation}", self.run_id),
+            text: format!("Generation {generation} summary: {}", text.trim()),
+            run_id: self.run_id.clone(),
+            generation,
+            sources: outcomes.iter().map(|o| o.record_id.clone()).collect(),
+            created_at: crate::kb::record::now(),
+        };
+        self.kb.put_lesson(&lesson)?;
+        Ok((lesson, tokens))
+    }
+}
 
 impl<'a> Miner<'a> {
     /// The `--writer gp` baseline for one idea: the same evaluation budget (T candidates),

@@ -24,6 +24,11 @@ pub struct Config {
     /// `$OPENAI_BASE_URL`, key from `$OPENAI_API_KEY`).
     pub embedder: Option<String>,
     pub embed_url: Option<String>,
+    /// Model prices for cost accounting and `--budget-usd`, USD per million tokens, keyed
+    /// by the `--llm` value: `[prices."openai:gpt-4o-mini"] prompt = 0.15, completion = 0.6`.
+    /// A model not listed costs 0 (right for the local one).
+    #[serde(default)]
+    pub prices: std::collections::BTreeMap<String, crate::agent::Price>,
 }
 
 impl Config {

@@ -56,6 +56,12 @@ pub struct MineArgs {
     /// Stop cleanly once this many tokens were used.
     #[arg(long)]
     pub budget_tokens: Option<u64>,
+    /// Stop cleanly once the run cost this many USD (prices per model in the config).
+    #[arg(long)]
+    pub budget_usd: Option<f64>,
+    /// Ideas per generation: after each generation the LLM writes a summary into the KB.
+    #[arg(long, default_value_t = 10)]
+    pub generation_size: usize,
     /// Idea library (default alpha_kb/ideas.toml).
     #[arg(long)]
     pub idea_file: Option<PathBuf>,
@@ -161,7 +167,12 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     };
     let llm: Box<dyn LanguageModel> = if gp { Box::new(NoModel) } else { open_llm(&args, &run_dir)? };
     let constrained = args.llm == "local";
-    let mcfg = MineConfig { no_inner_loop: args.no_inner_loop, no_kb: args.no_kb, ..MineConfig::default() };
+    let price = cfg.prices.get(&args.llm).copied().unwrap_or_default();
+    if args.budget_usd.is_some() && price.prompt == 0.0 && price.completion == 0.0 && !gp && args.llm != "local" {
+        bail!("--budget-usd needs a price for '{}': add [prices.\"{}\"] prompt = ..., completion = ... (USD per million tokens) to the config", args.llm, args.llm);
+    }
+    let mcfg = MineConfig { no_inner_loop: args.no_inner_loop, no_kb: args.no_kb, price, generation_size: args.generation_size.max(1), ..MineConfig::default() };
+    let summaries_path = run_dir.join("summaries.jsonl");
     let miner = Miner::new(llm.as_ref(), &kb, &view, sample, mcfg.clone(), Templates::load(&Templates::default_dir())?, run_id.clone(), constrained)?;
 
     let idea_file = args.idea_file.clone().unwrap_or_else(|| repo().join("alpha_kb/ideas.toml"));
@@ -184,6 +195,8 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     let t0 = std::time::Instant::now();
     let mut seq = done.len();
     let mut stop_reason = "done";
+    // Tokens and cost of calls outside the ideas (generation summaries).
+    let (mut extra_tokens, mut extra_usd) = (0u64, 0f64);
     while outcomes.len() - done.len() < target {
         if STOP.load(Ordering::SeqCst) {
             stop_reason = "interrupted (Ctrl-C)";
@@ -193,23 +206,38 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
             stop_reason = "time limit";
             break;
         }
-        let used: u64 = outcomes.iter().map(|o| o.prompt_tokens + o.completion_tokens).sum();
+        let used: u64 = outcomes.iter().map(|o| o.prompt_tokens + o.completion_tokens).sum::<u64>() + extra_tokens;
         if args.budget_tokens.is_some_and(|b| used >= b) {
             stop_reason = "token budget";
             break;
         }
+        let spent: f64 = outcomes.iter().map(|o| o.cost_usd).sum::<f64>() + extra_usd;
+        if args.budget_usd.is_some_and(|b| spent >= b) {
+            stop_reason = "cost budget";
+            break;
+        }
         let Some(idea) = bandit.pick() else { break };
-        let generation = (seq / 10) as u32;
+        let generation = (seq / mcfg.generation_size) as u32;
         let o = if gp { miner.mine_idea_gp(&idea, generation, seq, &mut pop, &mut rng)? } else { miner.mine_idea(&idea, generation, seq)? };
         seq += 1;
         bandit.update(&o.family, if o.status == "accepted" { 1.0 } else { 0.0 });
         writeln!(log, "{}", serde_json::to_string(&o)?)?;
         log.flush()?;
         outcomes.push(o);
+        let g = mcfg.generation_size.max(1);
+        if !gp && outcomes.len() % g == 0 {
+            let generation = ((outcomes.len() - 1) / g) as u32;
+            let (lesson, tk) = miner.summarize_generation(generation, &outcomes[outcomes.len() - g..])?;
+            extra_tokens += tk.0 + tk.1;
+            extra_usd += mcfg.price.cost(tk.0, tk.1);
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&summaries_path)?;
+            writeln!(f, "{}", serde_json::to_string(&lesson)?)?;
+        }
         let acc = outcomes.iter().filter(|o| o.status == "accepted").count();
         let best = outcomes.iter().filter(|o| o.status == "accepted").filter_map(|o| o.valid_rank_ic).fold(f64::NAN, f64::max);
-        let tok: u64 = outcomes.iter().map(|o| o.prompt_tokens + o.completion_tokens).sum();
-        pb.set_message(format!("accepted {acc}, best valid Rank IC {best:.4}, {tok} tokens"));
+        let tok: u64 = outcomes.iter().map(|o| o.prompt_tokens + o.completion_tokens).sum::<u64>() + extra_tokens;
+        let usd: f64 = outcomes.iter().map(|o| o.cost_usd).sum::<f64>() + extra_usd;
+        pb.set_message(format!("accepted {acc}, best valid Rank IC {best:.4}, {tok} tokens, ${usd:.2}"));
         pb.inc(1);
     }
     pb.finish_and_clear();
