@@ -71,6 +71,13 @@ fn a_real_run_fills_the_kb_never_sees_test_and_resumes_after_kill() {
     assert_eq!(s0["id"], "r1-gen0");
     assert!(s0["text"].as_str().unwrap().len() > "Generation 0 summary: ".len() + 10, "{s0}");
     assert_eq!(s0["sources"].as_array().unwrap().len(), 2);
+    // After it, the LLM proposes a new idea for the family the KB is thinnest in.
+    if let Ok(ideas) = std::fs::read_to_string(runs.join("r1/ideas.jsonl")) {
+        let idea: serde_json::Value = serde_json::from_str(ideas.lines().next().expect("one idea")).expect("json");
+        assert!(idea["hypothesis"].as_str().unwrap().split_whitespace().count() >= 6, "{idea}");
+        let families = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/ideas.toml")).expect("ideas");
+        assert!(families.contains(&format!("family = \"{}\"", idea["family"].as_str().unwrap())), "{idea}");
+    }
     let t = &summary["time_split"];
     let (w, j, e, k) = (t["writer"].as_f64().unwrap(), t["judge"].as_f64().unwrap(), t["eval"].as_f64().unwrap(), t["kb"].as_f64().unwrap());
     assert!((e + k) / (w + j + e + k) < 0.05, "evaluation and KB take {:.1}% of the time", 100.0 * (e + k) / (w + j + e + k));

@@ -12,6 +12,14 @@ pub struct Idea {
     pub hypothesis: String,
 }
 
+/// The hypothesis in an LLM's reply to `templates/new_idea.md` (`HYPOTHESIS: ...`), if it
+/// gave a usable one.
+pub fn parse_hypothesis(reply: &str) -> Option<String> {
+    let line = reply.lines().map(str::trim).find(|l| l.to_ascii_uppercase().starts_with("HYPOTHESIS"))?;
+    let text = line.split_once(':').map(|(_, t)| t).unwrap_or("").trim().trim_matches('"').trim();
+    (text.split_whitespace().count() >= 6).then(|| text.to_string())
+}
+
 #[derive(Deserialize)]
 struct IdeaFile {
     idea: Vec<Idea>,
@@ -64,6 +72,27 @@ impl Bandit {
     /// Marks an idea as used so it is not proposed again before the family wraps round.
     pub fn skip(&mut self, family: &str) {
         *self.next.entry(family.to_string()).or_insert(0) += 1;
+    }
+
+    /// Adds a new idea (e.g. one the LLM generated) so it is the next one its family gives.
+    pub fn add(&mut self, idea: Idea) {
+        if !self.by_family.contains_key(&idea.family) {
+            self.families.push(idea.family.clone());
+        }
+        let list = self.by_family.entry(idea.family.clone()).or_default();
+        let k = self.next.get(&idea.family).copied().unwrap_or(0);
+        let at = if list.is_empty() { 0 } else { k % list.len() };
+        list.insert(at, idea);
+    }
+
+    /// The families, in library order.
+    pub fn families(&self) -> &[String] {
+        &self.families
+    }
+
+    /// The ideas of one family.
+    pub fn ideas(&self, family: &str) -> &[Idea] {
+        self.by_family.get(family).map(Vec::as_slice).unwrap_or(&[])
     }
 
     /// The next idea to mine.
@@ -124,5 +153,38 @@ mod tests {
             b.update("c", 0.0);
         }
         assert_eq!(b.pick().expect("idea").family, "b");
+    }
+}
+
+#[cfg(test)]
+mod generated_ideas {
+    use super::*;
+
+    fn idea(id: &str, family: &str) -> Idea {
+        Idea { id: id.into(), family: family.into(), hypothesis: format!("hypothesis {id}") }
+    }
+
+    #[test]
+    fn hypotheses_are_parsed_from_replies() {
+        assert_eq!(
+            parse_hypothesis("Sure.\nHYPOTHESIS: Stocks whose volume spikes on down days rebound over the next week.").as_deref(),
+            Some("Stocks whose volume spikes on down days rebound over the next week.")
+        );
+        assert_eq!(parse_hypothesis("Hypothesis: \"Gaps up on low volume fade within days.\"").as_deref(), Some("Gaps up on low volume fade within days."));
+        assert_eq!(parse_hypothesis("HYPOTHESIS: too short"), None);
+        assert_eq!(parse_hypothesis("no hypothesis here at all, just words"), None);
+    }
+
+    #[test]
+    fn an_added_idea_is_its_familys_next() {
+        let mut b = Bandit::new(&[idea("m1", "momentum"), idea("m2", "momentum"), idea("r1", "reversal")]);
+        assert_eq!(b.pick().map(|i| i.id), Some("m1".into()));
+        b.update("momentum", 1.0);
+        b.add(idea("gen", "momentum"));
+        assert_eq!(b.pick().map(|i| i.id), Some("r1".into()), "untried family first");
+        b.update("reversal", 0.0);
+        assert_eq!(b.pick().map(|i| i.id), Some("gen".into()));
+        b.add(idea("v1", "volatility"));
+        assert!(b.families().contains(&"volatility".to_string()));
     }
 }

@@ -131,7 +131,7 @@ pub struct Templates {
 impl Templates {
     pub fn load(dir: &std::path::Path) -> Result<Templates, AgentError> {
         let mut env = minijinja::Environment::new();
-        for name in ["writer_system.md", "writer_user.md", "judge_system.md", "judge_user.md", "lesson.md", "generation_summary.md"] {
+        for name in ["writer_system.md", "writer_user.md", "judge_system.md", "judge_user.md", "lesson.md", "generation_summary.md", "new_idea.md"] {
             let p = dir.join(name);
             let text = std::fs::read_to_string(&p).map_err(|e| AgentError::Template { name: p.display().to_string(), msg: e.to_string() })?;
             env.add_template_owned(name.to_string(), text)
@@ -192,6 +192,22 @@ pub fn parse_review(reply: &str) -> (f64, String) {
         advice = reply.trim().chars().take(300).collect();
     }
     (score.unwrap_or(0.0), advice)
+}
+
+/// At most `n` sentences of `text`, each once: small models repeat themselves until the
+/// token limit, and a lesson that says one thing three times crowds the next prompts.
+fn distinct_sentences(text: &str, n: usize) -> String {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for s in text.split_inclusive(['.', '!', '?']).map(str::trim).filter(|s| !s.is_empty()) {
+        if out.len() == n {
+            break;
+        }
+        if seen.insert(s.to_lowercase()) {
+            out.push(s);
+        }
+    }
+    out.join(" ")
 }
 
 /// One evaluated candidate of the inner loop.
@@ -538,7 +554,7 @@ impl<'a> Miner<'a> {
         let text = self.ask("You are a concise quantitative researcher.", user, None, 160, 7_000 + generation, &mut tokens)?;
         let lesson = crate::kb::Lesson {
             id: format!("{}-gen{generation}", self.run_id),
-            text: format!("Generation {generation} summary: {}", text.trim()),
+            text: format!("Generation {generation} summary: {}", distinct_sentences(&text, 3)),
             run_id: self.run_id.clone(),
             generation,
             sources: outcomes.iter().map(|o| o.record_id.clone()).collect(),
@@ -546,6 +562,34 @@ impl<'a> Miner<'a> {
         };
         self.kb.put_lesson(&lesson)?;
         Ok((lesson, tokens))
+    }
+}
+
+impl<'a> Miner<'a> {
+    /// A new idea from the LLM for the family the KB is thinnest in (fewest accepted alphas,
+    /// then fewest attempts), shown the family's existing hypotheses and the latest
+    /// generation summary so it proposes something different. `None` if the reply held no
+    /// usable hypothesis. Returns the tokens used.
+    pub fn generate_idea(&self, bandit: &ideas::Bandit, seq: usize, summary: &str) -> Result<(Option<Idea>, (u64, u64)), AgentError> {
+        let mut gap: Option<(usize, usize, &String)> = None;
+        for f in bandit.families() {
+            let fam = crate::kb::Filter::new().is("family", f.as_str());
+            let accepted = self.kb.count(&fam.clone().is("status", "accepted"))?;
+            let tried = self.kb.count(&fam)?;
+            if gap.is_none_or(|(a, t, _)| (accepted, tried) < (a, t)) {
+                gap = Some((accepted, tried, f));
+            }
+        }
+        let Some((accepted, tried, family)) = gap else { return Ok((None, (0, 0))) };
+        let existing: Vec<String> = bandit.ideas(family).iter().map(|i| i.hypothesis.clone()).collect();
+        let user = self.templates.render(
+            "new_idea.md",
+            minijinja::context! { family => family.clone(), accepted => accepted, tried => tried, existing => existing, summary => summary },
+        )?;
+        let mut tokens = (0, 0);
+        let reply = self.ask("You are a quantitative researcher who designs daily stock-selection signals.", user, None, 90, 9_000 + seq as u32, &mut tokens)?;
+        let idea = ideas::parse_hypothesis(&reply).map(|h| Idea { id: format!("{}-idea{seq:04}", self.run_id), family: family.clone(), hypothesis: h });
+        Ok((idea, tokens))
     }
 }
 
@@ -600,6 +644,12 @@ impl<'a> Miner<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repeated_sentences_are_dropped() {
+        assert_eq!(distinct_sentences("A works. B fails. A works. C next. D too.", 3), "A works. B fails. C next.");
+        assert_eq!(distinct_sentences("no full stop", 3), "no full stop");
+    }
 
     #[test]
     fn reviews_and_expressions_are_extracted() {

@@ -178,6 +178,14 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     let idea_file = args.idea_file.clone().unwrap_or_else(|| repo().join("alpha_kb/ideas.toml"));
     let library = ideas::load(&idea_file).map_err(anyhow::Error::msg)?;
     let mut bandit = ideas::Bandit::new(&library);
+    // Ideas the LLM generated earlier in this run (a resumed run keeps them).
+    let ideas_path = run_dir.join("ideas.jsonl");
+    if let Ok(text) = std::fs::read_to_string(&ideas_path) {
+        for (i, line) in text.lines().enumerate() {
+            let idea: ideas::Idea = serde_json::from_str(line).with_context(|| format!("{} line {}", ideas_path.display(), i + 1))?;
+            bandit.add(idea);
+        }
+    }
     for o in &done {
         bandit.update(&o.family, if o.status == "accepted" { 1.0 } else { 0.0 });
         bandit.skip(&o.family);
@@ -232,6 +240,15 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
             extra_usd += mcfg.price.cost(tk.0, tk.1);
             let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&summaries_path)?;
             writeln!(f, "{}", serde_json::to_string(&lesson)?)?;
+            // A new idea for the family the KB is thinnest in, mined next in that family.
+            let (idea, tk) = miner.generate_idea(&bandit, outcomes.len(), &lesson.text)?;
+            extra_tokens += tk.0 + tk.1;
+            extra_usd += mcfg.price.cost(tk.0, tk.1);
+            if let Some(idea) = idea {
+                let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&ideas_path)?;
+                writeln!(f, "{}", serde_json::to_string(&idea)?)?;
+                bandit.add(idea);
+            }
         }
         let acc = outcomes.iter().filter(|o| o.status == "accepted").count();
         let best = outcomes.iter().filter(|o| o.status == "accepted").filter_map(|o| o.valid_rank_ic).fold(f64::NAN, f64::max);
