@@ -205,3 +205,35 @@ fn the_gp_writer_needs_no_model() {
     assert_eq!(recs.len(), 6);
     assert!(recs.iter().all(|r| r.model == "gp" && r.reviews.len() == 3));
 }
+
+/// `--writer python`: the local model writes factor classes, which run in the sandbox; the
+/// record is kind python with either metrics and a look-ahead verdict or the sandbox's
+/// verdict (a trimmed traceback) as its error, and that verdict was the writer's advice.
+#[test]
+fn the_python_writer_runs_factor_classes_in_the_sandbox() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = common::sample_config(dir.path(), &common::shared("data/sp500_sample.parquet"), Some(&dir.path().join("kb")));
+    let runs = dir.path().join("runs");
+    let out = mine(&cfg, &runs, &["--ideas", "1", "--run-id", "py", "--writer", "python", "--json"]).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let emb = alphaloop::kb::default_embedder(None).expect("model");
+    let kb = Kb::open(&Location::Dir(dir.path().join("kb")), emb).expect("kb");
+    let recs = kb.records(&Filter::new().is("run_id", "py")).expect("records");
+    assert_eq!(recs.len(), 1);
+    let r = &recs[0];
+    assert_eq!(r.kind, alphaloop::kb::Kind::Python);
+    assert!(!r.reviews.is_empty());
+    match &r.status {
+        alphaloop::kb::Status::Error { message } => {
+            assert!(r.metrics.is_empty(), "{message}");
+            // A verdict from the sandbox or the checks, which went back to the writer.
+            assert!(r.reviews.iter().any(|v| v.reviewer == "rules" && message.starts_with(v.advice.lines().next().unwrap_or("?"))), "{message} / {:?}", r.reviews);
+        }
+        _ => {
+            assert_eq!(r.metrics.keys().cloned().collect::<Vec<_>>(), vec!["train", "valid"]);
+            assert!(r.lookahead.as_deref().is_some_and(|l| l.starts_with("no look-ahead")), "{:?}", r.lookahead);
+        }
+    }
+    let replies = std::fs::read_to_string(runs.join("py/replies.jsonl")).expect("replies");
+    assert!(replies.contains("Factor"), "the writer was asked for a factor class");
+}

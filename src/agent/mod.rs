@@ -35,6 +35,8 @@ pub enum AgentError {
     Template { name: String, msg: String },
     #[error("{0}")]
     Invalid(String),
+    #[error("python sandbox: {0}")]
+    Sandbox(String),
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -60,6 +62,8 @@ pub struct MineConfig {
     pub price: Price,
     /// Ideas per generation; after each, the LLM writes a generation summary into the KB.
     pub generation_size: usize,
+    /// The writer writes Python factor classes (run in the sandbox) instead of expressions.
+    pub python: bool,
 }
 
 /// A model's price, USD per million tokens.
@@ -92,6 +96,7 @@ impl Default for MineConfig {
             novelty: NoveltyConfig::default(),
             price: Price::default(),
             generation_size: 10,
+            python: false,
         }
     }
 }
@@ -131,7 +136,7 @@ pub struct Templates {
 impl Templates {
     pub fn load(dir: &std::path::Path) -> Result<Templates, AgentError> {
         let mut env = minijinja::Environment::new();
-        for name in ["writer_system.md", "writer_user.md", "judge_system.md", "judge_user.md", "lesson.md", "generation_summary.md", "new_idea.md"] {
+        for name in ["writer_system.md", "writer_user.md", "judge_system.md", "judge_user.md", "lesson.md", "generation_summary.md", "new_idea.md", "writer_python_system.md"] {
             let p = dir.join(name);
             let text = std::fs::read_to_string(&p).map_err(|e| AgentError::Template { name: p.display().to_string(), msg: e.to_string() })?;
             env.add_template_owned(name.to_string(), text)
@@ -167,6 +172,17 @@ pub fn extract_expression(reply: &str) -> String {
         if !l.is_empty() && crate::expr::parse(l).is_ok() {
             return l.to_string();
         }
+    }
+    reply.trim().to_string()
+}
+
+/// The code of a Python reply: the first fenced block (```python or ```), else the reply.
+pub fn extract_python(reply: &str) -> String {
+    if let Some(start) = reply.find("```") {
+        let body = &reply[start + 3..];
+        let body = body.strip_prefix("python").unwrap_or(body);
+        let end = body.find("```").unwrap_or(body.len());
+        return body[..end].trim_matches('\n').to_string();
     }
     reply.trim().to_string()
 }
@@ -236,6 +252,8 @@ pub struct Miner<'a> {
     /// evaluated on it too, and any change at or before the cutoff rejects it (look-ahead).
     noised: crate::data::MarketData,
     cutoff: usize,
+    /// The Python sandbox over the mining data, when the writer writes Python.
+    sandbox: Option<std::sync::Mutex<crate::sandbox::PySandbox>>,
 }
 
 impl<'a> Miner<'a> {
@@ -250,16 +268,26 @@ impl<'a> Miner<'a> {
         constrained: bool,
     ) -> Result<Miner<'a>, AgentError> {
         let writer_system = templates.render(
-            "writer_system.md",
+            if cfg.python { "writer_python_system.md" } else { "writer_system.md" },
             minijinja::context! {
-                fields => crate::llm::grammar::FIELDS.join(", "),
+                fields => if cfg.python {
+                    view.data.fields.keys().map(String::as_str).chain(crate::sandbox::python::DERIVED).collect::<Vec<_>>().join(", ")
+                } else {
+                    crate::llm::grammar::FIELDS.join(", ")
+                },
                 operators => crate::expr::ops::describe(),
             },
         )?;
-        let grammar = constrained.then(crate::llm::grammar::expression_gbnf);
+        let grammar = (constrained && !cfg.python).then(crate::llm::grammar::expression_gbnf);
+        let sandbox = if cfg.python {
+            let sb = crate::sandbox::PySandbox::start(&view.data, Default::default()).map_err(|e| AgentError::Sandbox(e.to_string()))?;
+            Some(std::sync::Mutex::new(sb))
+        } else {
+            None
+        };
         let cutoff = crate::sandbox::lookahead::default_cutoff(&view.data);
         let noised = crate::sandbox::lookahead::noised(&view.data, cutoff, 0x5EED);
-        Ok(Miner { llm, kb, view, sample, cfg, templates, run_id, grammar, writer_system, noised, cutoff })
+        Ok(Miner { llm, kb, view, sample, cfg, templates, run_id, grammar, writer_system, noised, cutoff, sandbox })
     }
 
     fn ask(&self, system: &str, user: String, grammar: Option<&String>, max_tokens: u32, seed: u32, tokens: &mut (u64, u64)) -> Result<String, AgentError> {
@@ -282,6 +310,9 @@ impl<'a> Miner<'a> {
     /// Compiles, checks and backtests one expression on train (and valid, kept for the final
     /// answer only: the judge sees train).
     fn evaluate(&self, id: &str, code: &str) -> Result<Candidate, AgentError> {
+        if let Some(sb) = &self.sandbox {
+            return self.evaluate_python(sb, id, code);
+        }
         let mut cand = Candidate {
             code: code.to_string(),
             error: None,
@@ -344,6 +375,44 @@ impl<'a> Miner<'a> {
         Ok(cand)
     }
 
+    /// A Python factor through the sandbox (which runs the look-ahead check); a refused
+    /// program's verdict, with its trimmed traceback, becomes the candidate's error and so
+    /// the writer's next advice.
+    fn evaluate_python(&self, sb: &std::sync::Mutex<crate::sandbox::PySandbox>, id: &str, code: &str) -> Result<Candidate, AgentError> {
+        let mut cand = Candidate {
+            code: code.to_string(),
+            error: None,
+            metrics: Default::default(),
+            behaviour: None,
+            novelty: None,
+            lookahead: None,
+            score: 0.0,
+        };
+        if code.len() > 8_000 {
+            cand.error = Some(format!("too long: {} characters (limit 8000)", code.len()));
+            return Ok(cand);
+        }
+        let result = sb.lock().unwrap_or_else(|p| p.into_inner()).evaluate(code, None);
+        match result {
+            Ok(ev) => {
+                cand.lookahead = Some(ev.lookahead);
+                cand.metrics = self.view.score(&ev.signal);
+                cand.behaviour = self.sample.vector(&self.view.data, &ev.signal);
+                if let Some(m) = cand.metrics.get("train") {
+                    if !(m.coverage >= self.cfg.min_coverage) {
+                        cand.error = Some(format!("coverage {:.2} on train is below {:.2}", m.coverage, self.cfg.min_coverage));
+                    }
+                }
+                if !self.cfg.no_kb {
+                    cand.novelty = Some(self.kb.check_novelty(id, Kind::Python, code, cand.behaviour.as_deref(), &self.cfg.novelty, None)?);
+                }
+            }
+            Err(v) if v.kind == "error" => cand.error = Some(v.message),
+            Err(v) => cand.error = Some(v.to_string()),
+        }
+        Ok(cand)
+    }
+
     /// Runs the inner loop for one idea and stores the outcome in the KB.
     pub fn mine_idea(&self, idea: &Idea, generation: u32, seq: usize) -> Result<Outcome, AgentError> {
         let mut t = Timings::default();
@@ -388,9 +457,10 @@ impl<'a> Miner<'a> {
                 },
             )?;
             let tw = Instant::now();
-            let reply = self.ask(&self.writer_system, user, self.grammar.as_ref(), 96, (seq as u32) * 31 + round, &mut tokens)?;
+            let max_tokens = if self.cfg.python { 400 } else { 96 };
+            let reply = self.ask(&self.writer_system, user, self.grammar.as_ref(), max_tokens, (seq as u32) * 31 + round, &mut tokens)?;
             t.writer += tw.elapsed().as_secs_f64();
-            let code = extract_expression(&reply);
+            let code = if self.cfg.python { extract_python(&reply) } else { extract_expression(&reply) };
 
             let te = Instant::now();
             let mut cand = self.evaluate(&id, &code)?;
@@ -414,7 +484,7 @@ impl<'a> Miner<'a> {
             let (score, advice) = if let Some(e) = &cand.error {
                 // No LLM call for code that does not run: the error is the advice.
                 reviews.push(Review { round, reviewer: "rules".into(), score: 0.0, advice: e.clone() });
-                (0.0, format!("The expression failed the rule checks: {e}"))
+                (0.0, format!("The code failed the checks: {e}"))
             } else {
                 let user = self.templates.render(
                     "judge_user.md",
@@ -480,7 +550,8 @@ impl<'a> Miner<'a> {
         } else {
             Status::Accepted
         };
-        let mut rec = AlphaRecord::new(&id, Kind::Expression, &best.code, status.clone());
+        let kind = if self.cfg.python { Kind::Python } else { Kind::Expression };
+        let mut rec = AlphaRecord::new(&id, kind, &best.code, status.clone());
         rec.name = idea.id.clone();
         rec.idea = idea.hypothesis.clone();
         rec.hypothesis = idea.hypothesis.clone();
@@ -644,6 +715,13 @@ impl<'a> Miner<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn python_code_is_taken_from_the_fence() {
+        let r = "Here it is:\n```python\nclass F(Factor):\n    pass\n```\nDone.";
+        assert_eq!(extract_python(r), "class F(Factor):\n    pass");
+        assert_eq!(extract_python("class F(Factor): pass"), "class F(Factor): pass");
+    }
 
     #[test]
     fn repeated_sentences_are_dropped() {

@@ -43,7 +43,8 @@ pub struct MineArgs {
     /// Replay the replies recorded by an earlier run (no model is called).
     #[arg(long)]
     pub replay: Option<PathBuf>,
-    /// Who writes the alphas: `llm` (default) or `gp`, the genetic-programming baseline that
+    /// Who writes the alphas: `llm` (default: expressions), `python` (the LLM writes Python
+    /// factor classes, run in the sandbox) or `gp`, the genetic-programming baseline that
     /// needs no LLM (same evaluation budget per idea).
     #[arg(long, default_value = "llm")]
     pub writer: String,
@@ -160,10 +161,11 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     drop(data);
     let mut kb = super::kb::open(args.kb.as_deref(), cfg)?;
     let sample = kb.behaviour_sample(&view.data, &splits)?;
-    let gp = match args.writer.as_str() {
-        "llm" => false,
-        "gp" => true,
-        w => bail!("unknown --writer '{w}': llm or gp"),
+    let (gp, python) = match args.writer.as_str() {
+        "llm" => (false, false),
+        "python" => (false, true),
+        "gp" => (true, false),
+        w => bail!("unknown --writer '{w}': llm, python or gp"),
     };
     let llm: Box<dyn LanguageModel> = if gp { Box::new(NoModel) } else { open_llm(&args, &run_dir)? };
     let constrained = args.llm == "local";
@@ -171,7 +173,7 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     if args.budget_usd.is_some() && price.prompt == 0.0 && price.completion == 0.0 && !gp && args.llm != "local" {
         bail!("--budget-usd needs a price for '{}': add [prices.\"{}\"] prompt = ..., completion = ... (USD per million tokens) to the config", args.llm, args.llm);
     }
-    let mcfg = MineConfig { no_inner_loop: args.no_inner_loop, no_kb: args.no_kb, price, generation_size: args.generation_size.max(1), ..MineConfig::default() };
+    let mcfg = MineConfig { no_inner_loop: args.no_inner_loop, no_kb: args.no_kb, price, generation_size: args.generation_size.max(1), python, ..MineConfig::default() };
     let summaries_path = run_dir.join("summaries.jsonl");
     let miner = Miner::new(llm.as_ref(), &kb, &view, sample, mcfg.clone(), Templates::load(&Templates::default_dir())?, run_id.clone(), constrained)?;
 

@@ -89,7 +89,8 @@ impl PySandbox {
             std::fs::remove_dir_all(&root).map_err(io(&root))?;
         }
         let cutoff = lookahead::default_cutoff(data);
-        let noised = lookahead::noised(data, cutoff, 0x5EED);
+        let noised = with_derived(&lookahead::noised(data, cutoff, 0x5EED));
+        let data = &with_derived(data);
         for (name, d) in [("real", data), ("noise", &noised)] {
             let dir = root.join(name);
             std::fs::create_dir_all(&dir).map_err(io(&dir))?;
@@ -263,6 +264,22 @@ impl PySandbox {
             }
         }
     }
+}
+
+/// Fields a factor may ask for: the data's columns plus the derived `returns` and `vwap`,
+/// exactly as the expression language computes them (conventions.md).
+pub const DERIVED: [&str; 2] = ["returns", "vwap"];
+
+fn with_derived(data: &MarketData) -> MarketData {
+    let mut out = data.clone();
+    for name in DERIVED {
+        if !out.fields.contains_key(name) {
+            if let Ok(p) = crate::expr::eval_expr(name, data, &crate::expr::NoAlphas) {
+                out.fields.insert(name.to_string(), p);
+            }
+        }
+    }
+    out
 }
 
 /// Frames from the worker: a JSON line, then `rows * cols * 8` bytes when it has `ok`.
