@@ -56,5 +56,5 @@ fn the_shared_prefix_is_reused_and_the_cache_replays() {
     req.messages[0].content = "Idea: volume spikes. Write the alpha.".into();
     assert_eq!(rep.chat(&req).expect("replayed").text, a.text);
     req.messages[0].content = "something never asked".into();
-    assert!(matches!(rep.chat(&req), Err(LlmError::NotRecorded(_))));
+    assert!(matches!(rep.chat(&req), Err(LlmError::NotRecorded { .. })));
 }

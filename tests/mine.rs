@@ -122,8 +122,9 @@ fn a_real_run_fills_the_kb_never_sees_test_and_resumes_after_kill() {
         }
     }
 
-    // 2. A run killed after its first idea resumes without redoing it.
-    let mut child = mine(&cfg, &runs, &["--ideas", "3", "--run-id", "r2", "--no-inner-loop", "--json"])
+    // 2. A run with two ideas in flight, killed after its first idea, resumes without
+    // redoing it or reusing a record id.
+    let mut child = mine(&cfg, &runs, &["--ideas", "3", "--run-id", "r2", "--no-inner-loop", "--concurrency", "2", "--json"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -138,7 +139,7 @@ fn a_real_run_fills_the_kb_never_sees_test_and_resumes_after_kill() {
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     let _ = child.wait();
     let before: Vec<String> = std::io::BufReader::new(std::fs::File::open(&log).expect("log")).lines().map(|l| l.expect("line")).collect();
-    let out = mine(&cfg, &runs, &["--resume", "r2", "--ideas", "1", "--no-inner-loop", "--json"]).output().expect("runs");
+    let out = mine(&cfg, &runs, &["--resume", "r2", "--ideas", "1", "--no-inner-loop", "--concurrency", "2", "--json"]).output().expect("runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let after: Vec<serde_json::Value> = std::fs::read_to_string(&log).expect("log").lines().map(|l| serde_json::from_str(l).expect("json")).collect();
     assert_eq!(after.len(), before.len() + 1);

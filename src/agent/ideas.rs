@@ -42,6 +42,7 @@ pub fn load(path: &Path) -> Result<Vec<Idea>, String> {
 
 /// UCB1 over families: reward 1 for an accepted alpha, 0 otherwise. Families never tried
 /// come first (in library order); within a family, ideas are taken in turn.
+#[derive(Clone)]
 pub struct Bandit {
     families: Vec<String>,
     by_family: BTreeMap<String, Vec<Idea>>,

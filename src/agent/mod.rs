@@ -27,9 +27,9 @@ use std::time::Instant;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    #[error("{0}")]
+    #[error(transparent)]
     Llm(#[from] LlmError),
-    #[error("{0}")]
+    #[error(transparent)]
     Kb(#[from] crate::kb::KbError),
     #[error("template {name}: {msg}")]
     Template { name: String, msg: String },
@@ -484,7 +484,8 @@ impl<'a> Miner<'a> {
             let (score, advice) = if let Some(e) = &cand.error {
                 // No LLM call for code that does not run: the error is the advice.
                 reviews.push(Review { round, reviewer: "rules".into(), score: 0.0, advice: e.clone() });
-                (0.0, format!("The code failed the checks: {e}"))
+                let what = if self.cfg.python { "factor" } else { "expression" };
+                (0.0, format!("The {what} failed the rule checks: {e}"))
             } else {
                 let user = self.templates.render(
                     "judge_user.md",

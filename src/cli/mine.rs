@@ -60,6 +60,10 @@ pub struct MineArgs {
     /// Stop cleanly once the run cost this many USD (prices per model in the config).
     #[arg(long)]
     pub budget_usd: Option<f64>,
+    /// Ideas in flight at once (LLM calls are I/O for a remote model; the local model
+    /// serves one call at a time). `--writer gp` runs one at a time.
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: usize,
     /// Ideas per generation: after each generation the LLM writes a summary into the KB.
     #[arg(long, default_value_t = 10)]
     pub generation_size: usize,
@@ -68,6 +72,21 @@ pub struct MineArgs {
     pub idea_file: Option<PathBuf>,
     #[arg(long)]
     pub json: bool,
+}
+
+/// What the mining workers share: the bandit, the GP population, the sequence numbers and
+/// the budget counters, and why the run stops.
+struct Shared {
+    bandit: ideas::Bandit,
+    pop: crate::agent::gp::Population,
+    rng: crate::agent::gp::Rng,
+    next_seq: usize,
+    started: usize,
+    used_tokens: u64,
+    spent_usd: f64,
+    stop: Option<&'static str>,
+    /// Outcomes sent by workers and not yet taken in by the main thread.
+    pending: usize,
 }
 
 /// Stands in for the LLM under `--writer gp`, which never asks one.
@@ -192,73 +211,153 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
         bandit.update(&o.family, if o.status == "accepted" { 1.0 } else { 0.0 });
         bandit.skip(&o.family);
     }
-    let mut pop = if gp { miner.gp_population()? } else { Default::default() };
-    let mut rng = crate::agent::gp::Rng::new(args.seed ^ done.len() as u64);
+    let pop = if gp { miner.gp_population()? } else { Default::default() };
+    let rng = crate::agent::gp::Rng::new(args.seed ^ done.len() as u64);
     let target = args.ideas.unwrap_or(if args.hours.is_some() { usize::MAX } else { 5 });
     let deadline = args.hours.map(|h| std::time::Instant::now() + std::time::Duration::from_secs_f64(h * 3600.0));
     // SAFETY: installs a handler that only stores to an atomic.
     unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };
 
     let pb = super::progress(if target == usize::MAX { 0 } else { target as u64 }, args.json, "mining");
-    let mut outcomes = done.clone();
     let mut log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path)?;
     let t0 = std::time::Instant::now();
-    let mut seq = done.len();
-    let mut stop_reason = "done";
-    // Tokens and cost of calls outside the ideas (generation summaries).
-    let (mut extra_tokens, mut extra_usd) = (0u64, 0f64);
-    while outcomes.len() - done.len() < target {
-        if STOP.load(Ordering::SeqCst) {
-            stop_reason = "interrupted (Ctrl-C)";
-            break;
+    // Record ids carry a sequence number; a resumed run continues after the highest one
+    // (with ideas in flight concurrently, the log is not in sequence order).
+    let next_seq = done.iter().filter_map(|o| o.record_id.rsplit('-').next()?.parse::<usize>().ok()).max().map_or(0, |m| m + 1);
+    // GP breeds one population, so its ideas run one at a time.
+    let concurrency = if gp { 1 } else { args.concurrency.max(1) };
+    let shared = std::sync::Mutex::new(Shared {
+        bandit,
+        pop,
+        rng,
+        next_seq,
+        started: 0,
+        used_tokens: done.iter().map(|o| o.prompt_tokens + o.completion_tokens).sum(),
+        spent_usd: done.iter().map(|o| o.cost_usd).sum(),
+        stop: None,
+        pending: 0,
+    });
+    // Signalled when the main thread has taken in an outcome: a worker picks its next idea
+    // only once every finished outcome has updated the bandit (and a generation's new idea
+    // is in), so one worker behaves exactly like a sequential run.
+    let processed = std::sync::Condvar::new();
+    let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
+    let mut outcomes = done.clone();
+    let mut failure: Option<anyhow::Error> = None;
+    std::thread::scope(|scope| {
+        // Bounded: a worker hands over its outcome before it starts another idea.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Outcome, crate::agent::AgentError>>(concurrency);
+        for _ in 0..concurrency {
+            let tx = tx.clone();
+            let (miner, lock, args, processed) = (&miner, &lock, &args, &processed);
+            scope.spawn(move || loop {
+                let (idea, seq, generation) = {
+                    let mut st = lock();
+                    while st.pending > 0 && st.stop.is_none() {
+                        st = processed.wait(st).unwrap_or_else(|p| p.into_inner());
+                    }
+                    let why = if st.stop.is_some() {
+                        st.stop
+                    } else if STOP.load(Ordering::SeqCst) {
+                        Some("interrupted (Ctrl-C)")
+                    } else if st.started >= target {
+                        Some("done")
+                    } else if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                        Some("time limit")
+                    } else if args.budget_tokens.is_some_and(|b| st.used_tokens >= b) {
+                        Some("token budget")
+                    } else if args.budget_usd.is_some_and(|b| st.spent_usd >= b) {
+                        Some("cost budget")
+                    } else {
+                        None
+                    };
+                    if why.is_some() {
+                        st.stop = why;
+                        return;
+                    }
+                    let Some(idea) = st.bandit.pick() else {
+                        st.stop = Some("no ideas left");
+                        return;
+                    };
+                    st.started += 1;
+                    st.next_seq += 1;
+                    (idea, st.next_seq - 1, ((st.next_seq - 1) / mcfg.generation_size) as u32)
+                };
+                let o = if gp {
+                    let mut st = lock();
+                    let st = &mut *st;
+                    miner.mine_idea_gp(&idea, generation, seq, &mut st.pop, &mut st.rng)
+                } else {
+                    miner.mine_idea(&idea, generation, seq)
+                };
+                let failed = o.is_err();
+                lock().pending += 1;
+                if tx.send(o).is_err() || failed {
+                    return;
+                }
+            });
         }
-        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-            stop_reason = "time limit";
-            break;
-        }
-        let used: u64 = outcomes.iter().map(|o| o.prompt_tokens + o.completion_tokens).sum::<u64>() + extra_tokens;
-        if args.budget_tokens.is_some_and(|b| used >= b) {
-            stop_reason = "token budget";
-            break;
-        }
-        let spent: f64 = outcomes.iter().map(|o| o.cost_usd).sum::<f64>() + extra_usd;
-        if args.budget_usd.is_some_and(|b| spent >= b) {
-            stop_reason = "cost budget";
-            break;
-        }
-        let Some(idea) = bandit.pick() else { break };
-        let generation = (seq / mcfg.generation_size) as u32;
-        let o = if gp { miner.mine_idea_gp(&idea, generation, seq, &mut pop, &mut rng)? } else { miner.mine_idea(&idea, generation, seq)? };
-        seq += 1;
-        bandit.update(&o.family, if o.status == "accepted" { 1.0 } else { 0.0 });
-        writeln!(log, "{}", serde_json::to_string(&o)?)?;
-        log.flush()?;
-        outcomes.push(o);
-        let g = mcfg.generation_size.max(1);
-        if !gp && outcomes.len() % g == 0 {
-            let generation = ((outcomes.len() - 1) / g) as u32;
-            let (lesson, tk) = miner.summarize_generation(generation, &outcomes[outcomes.len() - g..])?;
-            extra_tokens += tk.0 + tk.1;
-            extra_usd += mcfg.price.cost(tk.0, tk.1);
-            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&summaries_path)?;
-            writeln!(f, "{}", serde_json::to_string(&lesson)?)?;
-            // A new idea for the family the KB is thinnest in, mined next in that family.
-            let (idea, tk) = miner.generate_idea(&bandit, outcomes.len(), &lesson.text)?;
-            extra_tokens += tk.0 + tk.1;
-            extra_usd += mcfg.price.cost(tk.0, tk.1);
-            if let Some(idea) = idea {
-                let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&ideas_path)?;
-                writeln!(f, "{}", serde_json::to_string(&idea)?)?;
-                bandit.add(idea);
+        drop(tx);
+        for o in rx {
+            let o = match o {
+                Ok(o) => o,
+                Err(e) => {
+                    let mut st = lock();
+                    st.stop = Some("error");
+                    st.pending = st.pending.saturating_sub(1);
+                    processed.notify_all();
+                    failure.get_or_insert(e.into());
+                    continue;
+                }
+            };
+            let step = (|| -> Result<()> {
+                {
+                    let mut st = lock();
+                    st.bandit.update(&o.family, if o.status == "accepted" { 1.0 } else { 0.0 });
+                    st.used_tokens += o.prompt_tokens + o.completion_tokens;
+                    st.spent_usd += o.cost_usd;
+                }
+                writeln!(log, "{}", serde_json::to_string(&o)?)?;
+                log.flush()?;
+                outcomes.push(o);
+                let g = mcfg.generation_size.max(1);
+                if !gp && outcomes.len() % g == 0 {
+                    let generation = ((outcomes.len() - 1) / g) as u32;
+                    let (lesson, tk) = miner.summarize_generation(generation, &outcomes[outcomes.len() - g..])?;
+                    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&summaries_path)?;
+                    writeln!(f, "{}", serde_json::to_string(&lesson)?)?;
+                    // A new idea for the family the KB is thinnest in, mined next in that family.
+                    let bandit = lock().bandit.clone();
+                    let (idea, tk2) = miner.generate_idea(&bandit, outcomes.len(), &lesson.text)?;
+                    let mut st = lock();
+                    st.used_tokens += tk.0 + tk.1 + tk2.0 + tk2.1;
+                    st.spent_usd += mcfg.price.cost(tk.0 + tk2.0, tk.1 + tk2.1);
+                    if let Some(idea) = idea {
+                        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&ideas_path)?;
+                        writeln!(f, "{}", serde_json::to_string(&idea)?)?;
+                        st.bandit.add(idea);
+                    }
+                }
+                let acc = outcomes.iter().filter(|o| o.status == "accepted").count();
+                let best = outcomes.iter().filter(|o| o.status == "accepted").filter_map(|o| o.valid_rank_ic).fold(f64::NAN, f64::max);
+                let st = lock();
+                pb.set_message(format!("accepted {acc}, best valid Rank IC {best:.4}, {} tokens, ${:.2}", st.used_tokens, st.spent_usd));
+                pb.inc(1);
+                Ok(())
+            })();
+            let mut st = lock();
+            st.pending = st.pending.saturating_sub(1);
+            if let Err(e) = step {
+                st.stop = Some("error");
+                failure.get_or_insert(e);
             }
+            processed.notify_all();
         }
-        let acc = outcomes.iter().filter(|o| o.status == "accepted").count();
-        let best = outcomes.iter().filter(|o| o.status == "accepted").filter_map(|o| o.valid_rank_ic).fold(f64::NAN, f64::max);
-        let tok: u64 = outcomes.iter().map(|o| o.prompt_tokens + o.completion_tokens).sum::<u64>() + extra_tokens;
-        let usd: f64 = outcomes.iter().map(|o| o.cost_usd).sum::<f64>() + extra_usd;
-        pb.set_message(format!("accepted {acc}, best valid Rank IC {best:.4}, {tok} tokens, ${usd:.2}"));
-        pb.inc(1);
+    });
+    if let Some(e) = failure {
+        return Err(e.context(format!("mining run '{run_id}' stopped; --resume {run_id} continues it")));
     }
+    let stop_reason = lock().stop.unwrap_or("done");
     pb.finish_and_clear();
     drop(miner);
     kb.optimize()?;

@@ -94,7 +94,11 @@ impl<M: LanguageModel> LanguageModel for CachedModel<M> {
         }
         let inner = match (&self.inner, self.mode) {
             (Some(m), Mode::Record) => m,
-            _ => return Err(LlmError::NotRecorded(self.path.display().to_string())),
+            _ => {
+                let last = req.messages.last().map(|m| m.content.as_str()).unwrap_or("");
+                let tail: String = last.chars().rev().take(300).collect::<Vec<_>>().into_iter().rev().collect();
+                return Err(LlmError::NotRecorded { path: self.path.display().to_string(), prompt_end: tail });
+            }
         };
         let reply = inner.chat(req)?;
         let line = serde_json::to_string(&Entry { key: k.clone(), model: self.name.clone(), request: req.clone(), reply: reply.clone() })

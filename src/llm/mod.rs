@@ -19,8 +19,8 @@ pub enum LlmError {
     Http { url: String, msg: String },
     #[error("prompt of {tokens} tokens does not fit the context of {ctx} tokens")]
     TooLong { tokens: usize, ctx: usize },
-    #[error("replay: no recorded reply for this request in {0} (the run asked something the recording never saw)")]
-    NotRecorded(String),
+    #[error("replay: no recorded reply for this request in {path} (the run asked something the recording never saw); the prompt ended: …{prompt_end}")]
+    NotRecorded { path: String, prompt_end: String },
     #[error("reply cache {path}: {msg}")]
     Cache { path: String, msg: String },
     #[error("{0}")]
