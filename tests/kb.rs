@@ -299,3 +299,33 @@ fn kb_cli_end_to_end() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no record 'alpha101_002'"));
 }
+
+/// The threshold that turns away a generated idea as a paraphrase: every pair of seed ideas
+/// in one family stays below it, and reworded seed ideas land above it.
+#[test]
+fn idea_similarity_threshold_separates_paraphrases_from_distinct_ideas() {
+    use alphaloop::agent::ideas::{load, MAX_IDEA_SIMILARITY};
+    let ideas = load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/ideas.toml")).expect("ideas");
+    let texts: Vec<String> = ideas.iter().map(|i| i.hypothesis.clone()).collect();
+    let v = embedder().embed(&texts).expect("embeds");
+    let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+    let mut worst = (0.0f32, 0, 0);
+    for i in 0..ideas.len() {
+        for j in i + 1..ideas.len() {
+            if ideas[i].family == ideas[j].family && dot(&v[i], &v[j]) > worst.0 {
+                worst = (dot(&v[i], &v[j]), i, j);
+            }
+        }
+    }
+    assert!(worst.0 < MAX_IDEA_SIMILARITY, "seed ideas {} and {} are {:.3} similar", ideas[worst.1].id, ideas[worst.2].id, worst.0);
+    // Rewordings in the style a small model produces when asked for "a different" idea.
+    let pairs = [
+        (0, "Stocks with the highest 20-day returns continue to outperform over the following days because investors under-react to news."),
+        (0, "Stocks with the strongest 20-day return keep outperforming in the next days, as investors underreact to news."),
+    ];
+    for (i, p) in pairs {
+        let e = embedder().embed(&[p.to_string()]).expect("embeds");
+        let s = dot(&e[0], &v[i]);
+        assert!(s > MAX_IDEA_SIMILARITY, "paraphrase of {} only {s:.3} similar", ideas[i].id);
+    }
+}

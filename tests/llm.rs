@@ -44,11 +44,16 @@ fn the_shared_prefix_is_reused_and_the_cache_replays() {
     req.max_tokens = 40;
     req.temperature = 0.0;
     let a = rec.chat(&req).expect("reply");
+    // A call with another system prompt in between (the judge between two writer calls)
+    // takes another KV slot instead of overwriting the writer's.
+    let mut judge = ChatRequest::new("You review alphas. Reply SCORE: <0-10>.", format!("Alpha: {}", a.text));
+    judge.max_tokens = 8;
+    rec.chat(&judge).expect("judge reply");
     req.messages[0].content = "Idea: gap up at the open. Write the alpha.".into();
     let b = rec.chat(&req).expect("reply");
     // The second prompt shares the system text with the first: its KV entries are reused.
     assert!(b.cached_tokens > 50, "only {} cached tokens of {}", b.cached_tokens, b.prompt_tokens);
-    assert_eq!(rec.len(), 2);
+    assert_eq!(rec.len(), 3);
     drop(rec);
     // Replay needs no model and gives the recorded replies.
     let rep = CachedModel::<&LocalModel>::open(None, &model().name(), &path, Mode::Replay).expect("replay");
@@ -57,4 +62,69 @@ fn the_shared_prefix_is_reused_and_the_cache_replays() {
     assert_eq!(rep.chat(&req).expect("replayed").text, a.text);
     req.messages[0].content = "something never asked".into();
     assert!(matches!(rep.chat(&req), Err(LlmError::NotRecorded { .. })));
+}
+
+#[test]
+fn review_and_prose_grammars_give_exactly_the_asked_shape() {
+    let m = model();
+    let mut req = ChatRequest::new(
+        "You review formulaic stock alphas. Reply in exactly this format:\nSCORE: <integer 0-10>\nADVICE: <one or two sentences>",
+        "Alpha: rank(-delta(close, 5))\nTraining-period backtest: Rank IC 0.0061, turnover 0.45.",
+    );
+    req.grammar = Some(grammar::review_gbnf());
+    req.max_tokens = 120;
+    req.seed = 3;
+    let r = m.chat(&req).expect("review");
+    let (score, advice) = alphaloop::agent::parse_review(&r.text);
+    assert!(r.text.starts_with("SCORE: ") && r.text.contains("\nADVICE: "), "{:?}", r.text);
+    assert!((0.0..=10.0).contains(&score));
+    assert!(!advice.is_empty() && r.text.lines().count() == 2, "{:?}", r.text);
+
+    let mut req = ChatRequest::new("You are a concise quantitative researcher.", "In one sentence: why might short-term reversal work?");
+    req.grammar = Some(grammar::sentences_gbnf(1));
+    req.max_tokens = 80;
+    let r = m.chat(&req).expect("lesson");
+    let text = r.text.trim();
+    assert!(!text.contains('\n'), "{text:?}");
+    // Either a whole sentence, or cut by the token limit before its full stop.
+    assert!(text.ends_with('.') || r.completion_tokens == 80, "{text:?}");
+    assert!(text.chars().next().is_some_and(|c| c.is_ascii_alphabetic()), "{text:?}");
+}
+
+/// The remote provider against a real OpenAI-compatible server: `alphaloop serve` with the
+/// local model behind it, called over HTTP, JSON mode included.
+#[test]
+fn the_openai_provider_talks_to_a_real_server() {
+    use alphaloop::llm::openai::OpenAiModel;
+    use std::io::BufRead;
+    /// Stops the server however the test ends.
+    struct Server(std::process::Child);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            self.0.kill().ok();
+            self.0.wait().ok();
+        }
+    }
+    let mut child = Server(common::bin().args(["serve", "--port", "0", "--llm-threads", "1"]).stdout(std::process::Stdio::piped()).spawn().expect("serve starts"));
+    let mut line = String::new();
+    std::io::BufReader::new(child.0.stdout.take().expect("stdout")).read_line(&mut line).expect("first line");
+    let url = line.split_whitespace().last().expect("url").to_string();
+    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/v1"), "{line}");
+
+    let remote = OpenAiModel::new(&url, "local", None, 2, std::time::Duration::from_secs(300)).expect("client");
+    let mut req = ChatRequest::new(SYSTEM, "Idea: short-term reversal. Write the alpha.");
+    req.max_tokens = 30;
+    req.temperature = 0.0;
+    let r = remote.chat(&req).expect("reply over HTTP");
+    assert!(!r.text.trim().is_empty() && r.prompt_tokens > 50 && r.completion_tokens > 0, "{r:?}");
+    // JSON mode is accepted; a second call reuses the server's KV prefix.
+    req.json = true;
+    req.messages[0].content = "Idea: low volatility. Write the alpha.".into();
+    let r2 = remote.chat(&req).expect("json-mode reply");
+    assert!(r2.cached_tokens > 50, "{r2:?}");
+    let models: serde_json::Value = reqwest::blocking::get(format!("{url}/models")).expect("models").json().expect("json");
+    assert!(models["data"][0]["id"].as_str().is_some_and(|s| s.starts_with("local:")), "{models}");
+    let bad = reqwest::blocking::Client::new().post(format!("{url}/chat/completions")).body("{\"messages\": 3}").send().expect("sent");
+    assert_eq!(bad.status().as_u16(), 400);
+    assert!(bad.text().expect("body").contains("messages"));
 }

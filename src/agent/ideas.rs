@@ -12,6 +12,11 @@ pub struct Idea {
     pub hypothesis: String,
 }
 
+/// Cosine similarity (of the KB's text embeddings) above which a generated hypothesis counts
+/// as a paraphrase of an existing one. Paraphrases score about 0.9 and above with MiniLM,
+/// different ideas of one family about 0.5–0.8.
+pub const MAX_IDEA_SIMILARITY: f32 = 0.9;
+
 /// The hypothesis in an LLM's reply to `templates/new_idea.md` (`HYPOTHESIS: ...`), if it
 /// gave a usable one.
 pub fn parse_hypothesis(reply: &str) -> Option<String> {
@@ -155,11 +160,6 @@ mod tests {
         }
         assert_eq!(b.pick().expect("idea").family, "b");
     }
-}
-
-#[cfg(test)]
-mod generated_ideas {
-    use super::*;
 
     fn idea(id: &str, family: &str) -> Idea {
         Idea { id: id.into(), family: family.into(), hypothesis: format!("hypothesis {id}") }

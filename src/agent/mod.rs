@@ -136,7 +136,7 @@ pub struct Templates {
 impl Templates {
     pub fn load(dir: &std::path::Path) -> Result<Templates, AgentError> {
         let mut env = minijinja::Environment::new();
-        for name in ["writer_system.md", "writer_user.md", "judge_system.md", "judge_user.md", "lesson.md", "generation_summary.md", "new_idea.md", "writer_python_system.md"] {
+        for name in ["writer_system.md", "writer_user.md", "judge_system.md", "judge_user.md", "lesson.md", "generation_summary.md", "new_idea.md", "writer_python_system.md", "reflect_system.md", "idea_system.md"] {
             let p = dir.join(name);
             let text = std::fs::read_to_string(&p).map_err(|e| AgentError::Template { name: p.display().to_string(), msg: e.to_string() })?;
             env.add_template_owned(name.to_string(), text)
@@ -237,7 +237,33 @@ struct Candidate {
     score: f64,
 }
 
+impl Candidate {
+    fn new(code: &str) -> Candidate {
+        Candidate {
+            code: code.to_string(),
+            error: None,
+            metrics: Default::default(),
+            behaviour: None,
+            novelty: None,
+            lookahead: None,
+            score: 0.0,
+        }
+    }
+}
+
 /// The miner: one LLM, one KB, one mining view.
+/// GBNF grammars for each kind of reply, used when the model supports constrained
+/// sampling (the local one): the writer always emits a parseable expression, the judge
+/// exactly the review format, and prose stays within its sentence budget.
+struct Grammars {
+    /// None for the Python writer (free-form code).
+    expr: Option<String>,
+    review: String,
+    lesson: String,
+    summary: String,
+    hypothesis: String,
+}
+
 pub struct Miner<'a> {
     pub llm: &'a dyn LanguageModel,
     pub kb: &'a Kb,
@@ -246,11 +272,12 @@ pub struct Miner<'a> {
     pub cfg: MineConfig,
     pub templates: Templates,
     pub run_id: String,
-    grammar: Option<String>,
+    grammars: Option<Grammars>,
     writer_system: String,
-    /// The mining data with every value after `cutoff` replaced by noise: each candidate is
-    /// evaluated on it too, and any change at or before the cutoff rejects it (look-ahead).
-    noised: crate::data::MarketData,
+    /// The mining data with every value after `cutoff` replaced by noise: each expression
+    /// candidate is evaluated on it too, and any change at or before the cutoff rejects it
+    /// (look-ahead). Built on first use: the Python writer's sandbox keeps its own twin.
+    noised: std::sync::OnceLock<crate::data::MarketData>,
     cutoff: usize,
     /// The Python sandbox over the mining data, when the writer writes Python.
     sandbox: Option<std::sync::Mutex<crate::sandbox::PySandbox>>,
@@ -278,7 +305,14 @@ impl<'a> Miner<'a> {
                 operators => crate::expr::ops::describe(),
             },
         )?;
-        let grammar = (constrained && !cfg.python).then(crate::llm::grammar::expression_gbnf);
+        use crate::llm::grammar as g;
+        let grammars = constrained.then(|| Grammars {
+            expr: (!cfg.python).then(g::expression_gbnf),
+            review: g::review_gbnf(),
+            lesson: g::sentences_gbnf(1),
+            summary: g::sentences_gbnf(3),
+            hypothesis: g::hypothesis_gbnf(),
+        });
         let sandbox = if cfg.python {
             let sb = crate::sandbox::PySandbox::start(&view.data, Default::default()).map_err(|e| AgentError::Sandbox(e.to_string()))?;
             Some(std::sync::Mutex::new(sb))
@@ -286,8 +320,8 @@ impl<'a> Miner<'a> {
             None
         };
         let cutoff = crate::sandbox::lookahead::default_cutoff(&view.data);
-        let noised = crate::sandbox::lookahead::noised(&view.data, cutoff, 0x5EED);
-        Ok(Miner { llm, kb, view, sample, cfg, templates, run_id, grammar, writer_system, noised, cutoff, sandbox })
+        let noised = std::sync::OnceLock::new();
+        Ok(Miner { llm, kb, view, sample, cfg, templates, run_id, grammars, writer_system, noised, cutoff, sandbox })
     }
 
     fn ask(&self, system: &str, user: String, grammar: Option<&String>, max_tokens: u32, seed: u32, tokens: &mut (u64, u64)) -> Result<String, AgentError> {
@@ -313,15 +347,7 @@ impl<'a> Miner<'a> {
         if let Some(sb) = &self.sandbox {
             return self.evaluate_python(sb, id, code);
         }
-        let mut cand = Candidate {
-            code: code.to_string(),
-            error: None,
-            metrics: Default::default(),
-            behaviour: None,
-            novelty: None,
-            lookahead: None,
-            score: 0.0,
-        };
+        let mut cand = Candidate::new(code);
         let parsed = match crate::expr::parse(code) {
             Ok(e) => e,
             Err(e) => {
@@ -354,7 +380,8 @@ impl<'a> Miner<'a> {
             return Ok(cand);
         };
         let mut noisy = None;
-        evaluate(&c.graph, &[root], &self.noised, |_, p| noisy = Some(p));
+        let noised = self.noised.get_or_init(|| crate::sandbox::lookahead::noised(&self.view.data, self.cutoff, 0x5EED));
+        evaluate(&c.graph, &[root], noised, |_, p| noisy = Some(p));
         if let Some(noisy) = noisy {
             let la = crate::sandbox::lookahead::compare(&self.view.data, &sig, &noisy, self.cutoff);
             if !la.is_clean() {
@@ -362,32 +389,31 @@ impl<'a> Miner<'a> {
             }
             cand.lookahead = Some(la);
         }
-        cand.metrics = self.view.score(&sig);
-        cand.behaviour = self.sample.vector(&self.view.data, &sig);
+        self.score_signal(&mut cand, id, Kind::Expression, &sig)?;
+        Ok(cand)
+    }
+
+    /// What every candidate that produced a signal goes through, whatever wrote it: train
+    /// and valid metrics, the behaviour vector, the coverage rule and the novelty checks.
+    fn score_signal(&self, cand: &mut Candidate, id: &str, kind: Kind, sig: &crate::data::Panel) -> Result<(), AgentError> {
+        cand.metrics = self.view.score(sig);
+        cand.behaviour = self.sample.vector(&self.view.data, sig);
         if let Some(m) = cand.metrics.get("train") {
             if !(m.coverage >= self.cfg.min_coverage) {
                 cand.error = Some(format!("coverage {:.2} on train is below {:.2}", m.coverage, self.cfg.min_coverage));
             }
         }
         if !self.cfg.no_kb {
-            cand.novelty = Some(self.kb.check_novelty(id, Kind::Expression, code, cand.behaviour.as_deref(), &self.cfg.novelty, None)?);
+            cand.novelty = Some(self.kb.check_novelty(id, kind, &cand.code, cand.behaviour.as_deref(), &self.cfg.novelty, None)?);
         }
-        Ok(cand)
+        Ok(())
     }
 
     /// A Python factor through the sandbox (which runs the look-ahead check); a refused
     /// program's verdict, with its trimmed traceback, becomes the candidate's error and so
     /// the writer's next advice.
     fn evaluate_python(&self, sb: &std::sync::Mutex<crate::sandbox::PySandbox>, id: &str, code: &str) -> Result<Candidate, AgentError> {
-        let mut cand = Candidate {
-            code: code.to_string(),
-            error: None,
-            metrics: Default::default(),
-            behaviour: None,
-            novelty: None,
-            lookahead: None,
-            score: 0.0,
-        };
+        let mut cand = Candidate::new(code);
         if code.len() > 8_000 {
             cand.error = Some(format!("too long: {} characters (limit 8000)", code.len()));
             return Ok(cand);
@@ -396,16 +422,7 @@ impl<'a> Miner<'a> {
         match result {
             Ok(ev) => {
                 cand.lookahead = Some(ev.lookahead);
-                cand.metrics = self.view.score(&ev.signal);
-                cand.behaviour = self.sample.vector(&self.view.data, &ev.signal);
-                if let Some(m) = cand.metrics.get("train") {
-                    if !(m.coverage >= self.cfg.min_coverage) {
-                        cand.error = Some(format!("coverage {:.2} on train is below {:.2}", m.coverage, self.cfg.min_coverage));
-                    }
-                }
-                if !self.cfg.no_kb {
-                    cand.novelty = Some(self.kb.check_novelty(id, Kind::Python, code, cand.behaviour.as_deref(), &self.cfg.novelty, None)?);
-                }
+                self.score_signal(&mut cand, id, Kind::Python, &ev.signal)?;
             }
             Err(v) if v.kind == "error" => cand.error = Some(v.message),
             Err(v) => cand.error = Some(v.to_string()),
@@ -458,7 +475,7 @@ impl<'a> Miner<'a> {
             )?;
             let tw = Instant::now();
             let max_tokens = if self.cfg.python { 400 } else { 96 };
-            let reply = self.ask(&self.writer_system, user, self.grammar.as_ref(), max_tokens, (seq as u32) * 31 + round, &mut tokens)?;
+            let reply = self.ask(&self.writer_system, user, self.grammars.as_ref().and_then(|g| g.expr.as_ref()), max_tokens, (seq as u32) * 31 + round, &mut tokens)?;
             t.writer += tw.elapsed().as_secs_f64();
             let code = if self.cfg.python { extract_python(&reply) } else { extract_expression(&reply) };
 
@@ -497,7 +514,7 @@ impl<'a> Miner<'a> {
                 )?;
                 let system = self.templates.render("judge_system.md", minijinja::context! {})?;
                 let tj = Instant::now();
-                let reply = self.ask(&system, user, None, 120, (seq as u32) * 31 + round + 7, &mut tokens)?;
+                let reply = self.ask(&system, user, self.grammars.as_ref().map(|g| &g.review), 120, (seq as u32) * 31 + round + 7, &mut tokens)?;
                 t.judge += tj.elapsed().as_secs_f64();
                 let (mut s, a) = parse_review(&reply);
                 reviews.push(Review { round, reviewer: self.llm.name(), score: s, advice: a.clone() });
@@ -579,7 +596,7 @@ impl<'a> Miner<'a> {
                 },
             )?;
             let tj = Instant::now();
-            let lesson = self.ask("You are a concise quantitative researcher.", user, None, 80, seq as u32 + 99, &mut tokens)?;
+            let lesson = self.ask(&self.templates.render("reflect_system.md", minijinja::context! {})?, user, self.grammars.as_ref().map(|g| &g.lesson), 80, seq as u32 + 99, &mut tokens)?;
             t.judge += tj.elapsed().as_secs_f64();
             rec.lessons.push(lesson.trim().lines().next().unwrap_or("").trim().to_string());
         }
@@ -623,7 +640,7 @@ impl<'a> Miner<'a> {
             .collect();
         let user = self.templates.render("generation_summary.md", minijinja::context! { generation => generation, outcomes => rows })?;
         let mut tokens = (0, 0);
-        let text = self.ask("You are a concise quantitative researcher.", user, None, 160, 7_000 + generation, &mut tokens)?;
+        let text = self.ask(&self.templates.render("reflect_system.md", minijinja::context! {})?, user, self.grammars.as_ref().map(|g| &g.summary), 160, 7_000 + generation, &mut tokens)?;
         let lesson = crate::kb::Lesson {
             id: format!("{}-gen{generation}", self.run_id),
             text: format!("Generation {generation} summary: {}", distinct_sentences(&text, 3)),
@@ -640,8 +657,10 @@ impl<'a> Miner<'a> {
 impl<'a> Miner<'a> {
     /// A new idea from the LLM for the family the KB is thinnest in (fewest accepted alphas,
     /// then fewest attempts), shown the family's existing hypotheses and the latest
-    /// generation summary so it proposes something different. `None` if the reply held no
-    /// usable hypothesis. Returns the tokens used.
+    /// generation summary so it proposes something different. `None` if neither of two
+    /// replies held a usable hypothesis that is not a paraphrase of an existing one (cosine
+    /// similarity of their embeddings above [`ideas::MAX_IDEA_SIMILARITY`]). Returns the
+    /// tokens used.
     pub fn generate_idea(&self, bandit: &ideas::Bandit, seq: usize, summary: &str) -> Result<(Option<Idea>, (u64, u64)), AgentError> {
         let mut gap: Option<(usize, usize, &String)> = None;
         for f in bandit.families() {
@@ -658,10 +677,24 @@ impl<'a> Miner<'a> {
             "new_idea.md",
             minijinja::context! { family => family.clone(), accepted => accepted, tried => tried, existing => existing, summary => summary },
         )?;
+        let system = self.templates.render("idea_system.md", minijinja::context! {})?;
         let mut tokens = (0, 0);
-        let reply = self.ask("You are a quantitative researcher who designs daily stock-selection signals.", user, None, 90, 9_000 + seq as u32, &mut tokens)?;
-        let idea = ideas::parse_hypothesis(&reply).map(|h| Idea { id: format!("{}-idea{seq:04}", self.run_id), family: family.clone(), hypothesis: h });
-        Ok((idea, tokens))
+        // A paraphrase of a hypothesis already in the library would be mined twice: such a
+        // reply gets one more try with another seed, then the generation adds no idea.
+        for attempt in 0..2u32 {
+            let reply = self.ask(&system, user.clone(), self.grammars.as_ref().map(|g| &g.hypothesis), 90, 9_000 + seq as u32 + attempt * 100_003, &mut tokens)?;
+            let Some(h) = ideas::parse_hypothesis(&reply) else { continue };
+            let mut texts = vec![h.clone()];
+            texts.extend(existing.iter().cloned());
+            let v = self.kb.embedder().embed(&texts)?;
+            let closest = v[1..].iter().map(|e| e.iter().zip(&v[0]).map(|(a, b)| a * b).sum::<f32>()).fold(f32::NAN, f32::max);
+            if closest > ideas::MAX_IDEA_SIMILARITY {
+                tracing::info!(family = %family, similarity = closest, "generated idea repeats an existing hypothesis: {h}");
+                continue;
+            }
+            return Ok((Some(Idea { id: format!("{}-idea{seq:04}", self.run_id), family: family.clone(), hypothesis: h }), tokens));
+        }
+        Ok((None, tokens))
     }
 }
 

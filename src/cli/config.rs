@@ -24,6 +24,9 @@ pub struct Config {
     /// `$OPENAI_BASE_URL`, key from `$OPENAI_API_KEY`).
     pub embedder: Option<String>,
     pub embed_url: Option<String>,
+    /// Base URL for `--llm openai:MODEL` (default `$OPENAI_BASE_URL`, else OpenAI's), e.g.
+    /// `http://127.0.0.1:8080/v1` for `alphaloop serve`.
+    pub llm_url: Option<String>,
     /// Model prices for cost accounting and `--budget-usd`, USD per million tokens, keyed
     /// by the `--llm` value: `[prices."openai:gpt-4o-mini"] prompt = 0.15, completion = 0.6`.
     /// A model not listed costs 0 (right for the local one).

@@ -130,8 +130,7 @@ fn eval_python(path: &Path, args: &EvalArgs, prep: &crate::backtest::Prepared, s
     }
 }
 
-fn report(name: &str, signal: &Panel, args: &EvalArgs, prep: &crate::backtest::Prepared, splits: &Splits) -> Result<i32> {
-    let expr = name;
+fn report(expr: &str, signal: &Panel, args: &EvalArgs, prep: &crate::backtest::Prepared, splits: &Splits) -> Result<i32> {
     let m = prep.scorer.score(signal);
     if let Some(out) = &args.dump {
         let (start, end) = prep.period.indices(splits, &prep.data)?;

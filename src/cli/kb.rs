@@ -207,23 +207,24 @@ fn tempfile_path(ext: &str) -> PathBuf {
 fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataArgs, family: &str, cfg: &Config, json: bool) -> Result<()> {
     let is_toml = file.extension().is_some_and(|e| e == "toml");
     let is_python = file.extension().is_some_and(|e| e == "py");
-    let items = if is_python {
-        let code = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    // Formulas and factors are evaluated on train and valid, as mining sees the data.
+    let mining = |kb: &mut Kb| -> Result<(MiningView, crate::kb::BehaviourSample)> {
         let md = load_data(data, cfg, json)?;
         let splits = cfg.splits.clone().unwrap_or_default();
         let mcfg = MetricsConfig { cost_bps: cfg.cost_bps.unwrap_or(5.0), ..MetricsConfig::default() };
         let view = MiningView::new(&md, &splits, mcfg)?;
         let sample = kb.behaviour_sample(&md, &splits)?;
+        Ok((view, sample))
+    };
+    let items = if is_python {
+        let code = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+        let (view, sample) = mining(kb)?;
         let id = file.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "factor".into());
         let fam = if family == "seed" { "python" } else { family };
         vec![io::evaluate_python(&id, &code, class, &view, &sample, fam, Default::default())]
     } else if is_toml {
         let defs = crate::seeds::load(file)?;
-        let md = load_data(data, cfg, json)?;
-        let splits = cfg.splits.clone().unwrap_or_default();
-        let mcfg = MetricsConfig { cost_bps: cfg.cost_bps.unwrap_or(5.0), ..MetricsConfig::default() };
-        let view = MiningView::new(&md, &splits, mcfg)?;
-        let sample = kb.behaviour_sample(&md, &splits)?;
+        let (view, sample) = mining(kb)?;
         let pb = super::progress(defs.len() as u64, json, "evaluating");
         let items = io::evaluate_defs(&defs, &view, &sample, family, |_| pb.inc(1));
         pb.finish_and_clear();

@@ -21,13 +21,16 @@ pub struct MineArgs {
     /// Stop after this many hours.
     #[arg(long)]
     pub hours: Option<f64>,
-    /// `local` (embedded llama.cpp, default) or `openai:MODEL` (base URL from $OPENAI_BASE_URL,
-    /// key from $OPENAI_API_KEY).
+    /// `local` (embedded llama.cpp, default) or `openai:MODEL` (base URL from `llm_url` in the
+    /// config or $OPENAI_BASE_URL, key from $OPENAI_API_KEY; `alphaloop serve` is one).
     #[arg(long, default_value = "local")]
     pub llm: String,
     /// GGUF file for the local model (default: the Qwen2.5-Coder 0.5B set up by scripts/setup).
     #[arg(long)]
     pub model: Option<PathBuf>,
+    /// Threads for the local model (0: all cores); fewer leaves cores for other work.
+    #[arg(long, default_value_t = 0)]
+    pub llm_threads: i32,
     #[arg(long, env = "ALPHALOOP_KB")]
     pub kb: Option<String>,
     #[command(flatten)]
@@ -117,7 +120,7 @@ pub fn runs_dir() -> PathBuf {
     std::env::var_os("ALPHALOOP_RUNS").map(PathBuf::from).unwrap_or_else(|| repo().join("alpha_kb/runs"))
 }
 
-fn open_llm(args: &MineArgs, run_dir: &Path) -> Result<Box<dyn LanguageModel>> {
+fn open_llm(args: &MineArgs, cfg: &Config, run_dir: &Path) -> Result<Box<dyn LanguageModel>> {
     if let Some(p) = &args.replay {
         // Replay needs no model: the name the replies were recorded under is in the file.
         let first = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
@@ -132,10 +135,10 @@ fn open_llm(args: &MineArgs, run_dir: &Path) -> Result<Box<dyn LanguageModel>> {
     let inner: Box<dyn LanguageModel> = match args.llm.as_str() {
         "local" => {
             let path = args.model.clone().unwrap_or_else(crate::llm::default_gguf);
-            Box::new(LocalModel::load(&path, 8192, 0)?)
+            Box::new(LocalModel::load(&path, 6144, args.llm_threads)?)
         }
         s if s.starts_with("openai:") => {
-            let base = std::env::var("OPENAI_BASE_URL").unwrap_or_else(|_| "https://api.openai.com/v1".into());
+            let base = cfg.llm_url.clone().or_else(|| std::env::var("OPENAI_BASE_URL").ok()).unwrap_or_else(|| "https://api.openai.com/v1".into());
             Box::new(OpenAiModel::new(&base, &s["openai:".len()..], std::env::var("OPENAI_API_KEY").ok(), 4, std::time::Duration::from_secs(120))?)
         }
         s => bail!("unknown --llm '{s}': local or openai:MODEL"),
@@ -186,7 +189,7 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
         "gp" => (true, false),
         w => bail!("unknown --writer '{w}': llm, python or gp"),
     };
-    let llm: Box<dyn LanguageModel> = if gp { Box::new(NoModel) } else { open_llm(&args, &run_dir)? };
+    let llm: Box<dyn LanguageModel> = if gp { Box::new(NoModel) } else { open_llm(&args, cfg, &run_dir)? };
     let constrained = args.llm == "local";
     let price = cfg.prices.get(&args.llm).copied().unwrap_or_default();
     if args.budget_usd.is_some() && price.prompt == 0.0 && price.completion == 0.0 && !gp && args.llm != "local" {

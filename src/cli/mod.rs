@@ -10,7 +10,7 @@ pub mod table;
 
 pub use config::{resolve_data, Config};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -64,6 +64,21 @@ pub enum Command {
     Train(train::TrainArgs),
     /// Score stocks on a date with a trained model.
     Predict(train::PredictArgs),
+    /// Serve the local model on an OpenAI-compatible endpoint (`/v1/chat/completions`), so
+    /// several miners (`--llm openai:local` with OPENAI_BASE_URL) or other tools share it.
+    Serve {
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// 0 picks a free port (printed on the first line of output).
+        #[arg(long, default_value_t = 8080)]
+        port: u16,
+        /// GGUF file (default: the Qwen2.5-Coder 0.5B set up by scripts/setup).
+        #[arg(long)]
+        model: Option<std::path::PathBuf>,
+        /// Threads for the model (0: all cores).
+        #[arg(long, default_value_t = 0)]
+        llm_threads: i32,
+    },
     /// (internal) The Python sandbox worker; started by alphaloop itself.
     #[command(hide = true)]
     SandboxWorker { dir: std::path::PathBuf },
@@ -80,6 +95,20 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Runs { cmd, json } => mine::runs(cmd, json),
         Command::Train(a) => train::run_train(a, &cfg),
         Command::Predict(a) => train::run_predict(a, &cfg),
+        Command::Serve { host, port, model, llm_threads } => {
+            let path = model.unwrap_or_else(crate::llm::default_gguf);
+            let m = crate::llm::local::LocalModel::load(&path, 6144, llm_threads)?;
+            let listener = std::net::TcpListener::bind((host.as_str(), port)).with_context(|| format!("cannot listen on {host}:{port}"))?;
+            let addr = listener.local_addr()?;
+            {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "serving {} on http://{addr}/v1", crate::llm::LanguageModel::name(&m))?;
+                out.flush()?;
+            }
+            crate::llm::serve::serve(listener, &m)?;
+            Ok(0)
+        }
         Command::SandboxWorker { dir } => Ok(crate::sandbox::worker::main(&dir)),
         Command::Ops => {
             print!("{}", crate::expr::ops::describe());

@@ -62,6 +62,27 @@ pub fn expression_gbnf() -> String {
     )
 }
 
+/// One sentence of prose: starts with a letter, ends with a full stop, no line breaks; a
+/// full stop followed by a digit (`0.005`) stays inside the sentence.
+const SENTENCE: &str = "sentence ::= [A-Za-z] ([^.\\n] | \".\" [0-9])* \".\"\n";
+
+/// Prose of one to `n` sentences on one line. Small models otherwise ramble until the
+/// token limit, which costs generation time and crowds later prompts.
+pub fn sentences_gbnf(n: usize) -> String {
+    let more = " (\" \" sentence)?".repeat(n.saturating_sub(1));
+    format!("root ::= sentence{more}\n{SENTENCE}")
+}
+
+/// The judge's review: `SCORE: 0-10`, a line break, `ADVICE:` and one or two sentences.
+pub fn review_gbnf() -> String {
+    format!("root ::= \"SCORE: \" (\"10\" | [0-9]) \"\\nADVICE: \" sentence (\" \" sentence)?\n{SENTENCE}")
+}
+
+/// A generated idea: `HYPOTHESIS:` and one or two sentences.
+pub fn hypothesis_gbnf() -> String {
+    format!("root ::= \"HYPOTHESIS: \" sentence (\" \" sentence)?\n{SENTENCE}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

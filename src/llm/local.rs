@@ -2,10 +2,12 @@
 //! own chat template. Grammar-constrained sampling (GBNF) makes a small model emit exactly
 //! the shape asked for.
 //!
-//! Speed: most of a small model's time is prompt processing, and consecutive prompts share
-//! a long fixed prefix (system text, operator catalogue). The context keeps the KV cache of
-//! the previous prompt; a new prompt only decodes the tokens after the longest common
-//! prefix (`Reply::cached_tokens` says how many were reused).
+//! Speed: most of a small model's time is prompt processing, and prompts of one role share
+//! a long fixed prefix (system text, operator catalogue). The agent alternates roles
+//! (writer, judge, reflection), so one KV cache would be overwritten at every call. The
+//! context holds [`SLOTS`] sequences instead, each with its own KV cache; a prompt goes to
+//! the slot sharing its longest prefix (else the least recently used one) and only the
+//! tokens after that prefix are decoded (`Reply::cached_tokens` says how many were reused).
 
 use super::{ChatRequest, LanguageModel, LlmError, Reply};
 use llama_cpp_2::context::params::LlamaContextParams;
@@ -34,10 +36,40 @@ fn backend() -> Result<&'static LlamaBackend, LlmError> {
     .map_err(|e| LlmError::Local(e.clone()))
 }
 
+/// KV-cache sequences kept side by side: one per prompt role is enough for the agent.
+pub const SLOTS: usize = 4;
+
+/// Shared prefix (tokens) worth keeping a slot for; less is the chat template's preamble.
+const MIN_SHARED: usize = 32;
+
+struct Slot {
+    /// Tokens whose KV entries this slot's sequence holds.
+    cached: Vec<LlamaToken>,
+    /// Call counter at last use, for least-recently-used replacement.
+    used: u64,
+}
+
 struct State {
     ctx: LlamaContext<'static>,
-    /// Tokens whose KV entries are in the context (sequence 0).
-    cached: Vec<LlamaToken>,
+    slots: Vec<Slot>,
+    calls: u64,
+}
+
+impl State {
+    /// The slot sharing the longest prefix with `tokens`; when none shares at least
+    /// [`MIN_SHARED`] tokens (every prompt shares the chat template's first few), the least
+    /// recently used one, so a prompt of another role does not evict a useful prefix.
+    /// Returns the slot and the shared length.
+    fn pick(&self, tokens: &[LlamaToken]) -> (usize, usize) {
+        let shared = |s: &Slot| s.cached.iter().zip(tokens).take_while(|(a, b)| a == b).count();
+        let best = (0..self.slots.len()).max_by_key(|&i| (shared(&self.slots[i]), std::cmp::Reverse(self.slots[i].used))).expect("SLOTS > 0");
+        let n = shared(&self.slots[best]);
+        if n >= MIN_SHARED {
+            return (best, n);
+        }
+        let lru = (0..self.slots.len()).min_by_key(|&i| self.slots[i].used).expect("SLOTS > 0");
+        (lru, shared(&self.slots[lru]))
+    }
 }
 
 // SAFETY: the context is only touched while holding the mutex, from one thread at a time;
@@ -53,7 +85,8 @@ pub struct LocalModel {
 }
 
 impl LocalModel {
-    /// Loads a GGUF file. `threads` 0 means all cores.
+    /// Loads a GGUF file. `n_ctx` is the context of one request (prompt and reply);
+    /// `threads` 0 means all cores.
     pub fn load(path: &Path, n_ctx: u32, threads: i32) -> Result<LocalModel, LlmError> {
         let err = |msg: String| LlmError::Model { path: path.display().to_string(), msg };
         if !path.exists() {
@@ -72,7 +105,10 @@ impl LocalModel {
         let template = model.chat_template(None).map_err(|e| err(format!("no chat template: {e}")))?;
         let threads = if threads > 0 { threads } else { std::thread::available_parallelism().map(|n| n.get() as i32).unwrap_or(2) };
         let params = LlamaContextParams::default()
-            .with_n_ctx(NonZeroU32::new(n_ctx))
+            // Separate (not unified) KV buffers: each sequence attends only to its own cells.
+            .with_n_ctx(NonZeroU32::new(n_ctx * SLOTS as u32))
+            .with_n_seq_max(SLOTS as u32)
+            .with_kv_unified(false)
             .with_n_batch(512)
             .with_n_threads(threads)
             .with_n_threads_batch(threads);
@@ -83,7 +119,7 @@ impl LocalModel {
         Ok(LocalModel {
             model,
             template,
-            state: Mutex::new(State { ctx, cached: Vec::new() }),
+            state: Mutex::new(State { ctx, slots: (0..SLOTS).map(|_| Slot { cached: Vec::new(), used: 0 }).collect(), calls: 0 }),
             n_ctx: n_ctx as usize,
             name: format!("local:{name}"),
         })
@@ -116,10 +152,19 @@ impl LanguageModel for LocalModel {
         }
         let mut st = self.state.lock().map_err(|_| LlmError::Local("model state poisoned by an earlier panic".into()))?;
         // Reuse the KV cache of the longest common prefix (keep at least one token to decode).
-        let mut keep = st.cached.iter().zip(&tokens).take_while(|(a, b)| a == b).count();
-        keep = keep.min(tokens.len().saturating_sub(1));
-        st.ctx.clear_kv_cache_seq(Some(0), Some(keep as u32), None).map_err(local)?;
-        st.cached.truncate(keep);
+        let (slot, keep) = st.pick(&tokens);
+        let keep = keep.min(tokens.len().saturating_sub(1));
+        st.calls += 1;
+        let calls = st.calls;
+        st.slots[slot].used = calls;
+        st.slots[slot].cached.truncate(keep);
+        let seq = slot as i32;
+        if !st.ctx.clear_kv_cache_seq(Some(slot as u32), Some(keep as u32), None).map_err(local)? {
+            // A partial removal the cache cannot do: start this sequence over.
+            st.ctx.clear_kv_cache_seq(Some(slot as u32), None, None).map_err(local)?;
+            st.slots[slot].cached.clear();
+        }
+        let keep = st.slots[slot].cached.len();
 
         let mut batch = LlamaBatch::new(512, 1);
         let mut pos = keep;
@@ -127,12 +172,12 @@ impl LanguageModel for LocalModel {
             batch.clear();
             for (i, t) in chunk.iter().enumerate() {
                 let last = pos + i + 1 == tokens.len();
-                batch.add(*t, (pos + i) as i32, &[0], last).map_err(local)?;
+                batch.add(*t, (pos + i) as i32, &[seq], last).map_err(local)?;
             }
             st.ctx.decode(&mut batch).map_err(local)?;
             pos += chunk.len();
         }
-        st.cached = tokens.clone();
+        st.slots[slot].cached = tokens.clone();
 
         let mut chain = Vec::new();
         if let Some(g) = &req.grammar {
@@ -164,9 +209,9 @@ impl LanguageModel for LocalModel {
                 }
             }
             batch.clear();
-            batch.add(tok, pos as i32, &[0], true).map_err(local)?;
+            batch.add(tok, pos as i32, &[seq], true).map_err(local)?;
             st.ctx.decode(&mut batch).map_err(local)?;
-            st.cached.push(tok);
+            st.slots[slot].cached.push(tok);
             pos += 1;
         }
         let mut text = String::from_utf8_lossy(&out).into_owned();

@@ -51,6 +51,7 @@ impl OpenAiModel {
             "messages": messages,
             "temperature": req.temperature,
             "max_tokens": req.max_tokens,
+            "seed": req.seed,
         });
         if !req.stop.is_empty() {
             b["stop"] = serde_json::json!(req.stop);
@@ -158,5 +159,72 @@ impl LanguageModel for OpenAiModel {
 
     fn name(&self) -> String {
         format!("openai:{}", self.model)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Failure handling against a scripted HTTP server (the happy path runs against the
+    //! real `alphaloop serve` in tests/llm.rs).
+    use super::*;
+    use std::io::{BufRead, BufReader, Read, Write};
+
+    /// Answers each request with the next (status, body); returns the request bodies seen.
+    fn scripted(replies: Vec<(u16, &'static str)>) -> (String, std::thread::JoinHandle<Vec<String>>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/v1", l.local_addr().expect("addr"));
+        let h = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for (status, body) in replies {
+                let (conn, _) = l.accept().expect("accept");
+                let mut r = BufReader::new(conn.try_clone().expect("clone"));
+                let mut len = 0;
+                loop {
+                    let mut h = String::new();
+                    r.read_line(&mut h).expect("header");
+                    if h.trim().is_empty() {
+                        break;
+                    }
+                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().expect("length");
+                    }
+                }
+                let mut b = vec![0; len];
+                r.read_exact(&mut b).expect("body");
+                seen.push(String::from_utf8(b).expect("utf8"));
+                let mut w = conn;
+                write!(w, "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).expect("write");
+            }
+            seen
+        });
+        (url, h)
+    }
+
+    const OK: &str = r#"{"choices":[{"message":{"content":"rank(close)"}}],"usage":{"prompt_tokens":9,"completion_tokens":2}}"#;
+
+    #[test]
+    fn retries_rate_limits_and_falls_back_when_the_server_has_no_json_mode() {
+        let (url, h) = scripted(vec![(429, "slow down"), (400, r#"{"error":"unknown field response_format"}"#), (200, OK), (200, OK)]);
+        let m = OpenAiModel::new(&url, "m", None, 1, Duration::from_secs(10)).expect("client");
+        let mut req = ChatRequest::new("sys", "hi");
+        req.json = true;
+        let r = m.chat(&req).expect("third answer");
+        assert_eq!((r.text.as_str(), r.prompt_tokens, r.completion_tokens), ("rank(close)", 9, 2));
+        // Remembered: the next JSON request goes without response_format at once.
+        m.chat(&req).expect("fourth answer");
+        let seen = h.join().expect("server");
+        assert!(seen[0].contains("response_format") && seen[1].contains("response_format"));
+        assert!(!seen[2].contains("response_format") && !seen[3].contains("response_format"));
+        assert!(seen[0].contains("\"system\"") && seen[0].contains("\"max_tokens\""));
+    }
+
+    #[test]
+    fn a_client_error_is_not_retried_and_names_the_url() {
+        let (url, h) = scripted(vec![(401, "bad key")]);
+        let m = OpenAiModel::new(&url, "m", Some("k".into()), 1, Duration::from_secs(10)).expect("client");
+        let e = m.chat(&ChatRequest::new("", "hi")).expect_err("401");
+        let msg = e.to_string();
+        assert!(msg.contains(&url) && msg.contains("401") && msg.contains("bad key"), "{msg}");
+        assert_eq!(h.join().expect("server").len(), 1);
     }
 }
