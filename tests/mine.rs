@@ -207,6 +207,36 @@ fn the_gp_writer_needs_no_model() {
     assert!(recs.iter().all(|r| r.model == "gp" && r.reviews.len() == 3));
 }
 
+/// Ctrl-C: the run stops taking ideas, finishes the one in flight, and ends normally with
+/// its summary ("interrupted"); every idea in the log is in the KB, and it can be resumed.
+#[test]
+fn ctrl_c_stops_cleanly_with_a_summary() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = config(dir.path(), &common::shared("data/sp500_sample.parquet"));
+    let runs = dir.path().join("runs");
+    let mut child = mine(&cfg, &runs, &["--writer", "gp", "--ideas", "100000", "--run-id", "int", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    let log = runs.join("int/log.jsonl");
+    let t0 = std::time::Instant::now();
+    while std::fs::read_to_string(&log).map(|s| s.lines().count()).unwrap_or(0) < 2 {
+        assert!(t0.elapsed().as_secs() < 300, "no ideas finished");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().expect("ends");
+    assert!(out.status.success(), "{:?}", out.status);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("summary json");
+    assert_eq!(v["stopped"], "interrupted (Ctrl-C)");
+    let n = std::fs::read_to_string(&log).expect("log").lines().count();
+    assert_eq!(v["ideas"].as_u64(), Some(n as u64));
+    let kb = Kb::open(&Location::Dir(dir.path().join("kb")), alphaloop::kb::default_embedder(None).expect("model")).expect("kb");
+    assert_eq!(kb.records(&Filter::new().is("run_id", "int")).expect("records").len(), n);
+}
+
 /// `--writer python`: the local model writes factor classes, which run in the sandbox; the
 /// record is kind python with either metrics and a look-ahead verdict or the sandbox's
 /// verdict (a trimmed traceback) as its error, and that verdict was the writer's advice.

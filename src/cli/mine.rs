@@ -106,8 +106,17 @@ impl LanguageModel for NoModel {
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
+/// First Ctrl-C: take no new ideas, finish those in flight. Second: leave at once; every
+/// KB write already acknowledged is durable (WAL) and `--resume` redoes unfinished ideas.
+/// Only async-signal-safe calls (`write`, `_exit`) happen here.
 extern "C" fn on_sigint(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
+    if STOP.swap(true, Ordering::SeqCst) {
+        // SAFETY: _exit is async-signal-safe and ends the process without running handlers.
+        unsafe { libc::_exit(130) };
+    }
+    let msg = b"\nstopping after the ideas in flight; Ctrl-C again to abandon them\n";
+    // SAFETY: write(2) on stderr with a valid buffer is async-signal-safe.
+    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
 }
 
 fn repo() -> PathBuf {
