@@ -13,7 +13,7 @@ import sys
 
 runs = sys.argv[1] if len(sys.argv) > 1 else os.path.expanduser("~/.cache/alphaloop/experiments/mine-100/runs")
 out = [
-    "| arm | ideas | accepted | rate | best valid Rank IC | median valid Rank IC (accepted) | tokens | seconds per idea | ideas per hour |",
+    "| arm | ideas | accepted | rate | best valid Rank IC | median valid Rank IC (accepted) | tokens | seconds per idea (mean / median) | ideas per hour |",
     "|---|---|---|---|---|---|---|---|---|",
 ]
 split = ["", "| arm | writer | judge | evaluation | KB | evaluation + KB share |", "|---|---|---|---|---|---|"]
@@ -30,11 +30,12 @@ for arm in ("llm100", "gp100", "nokb100"):
     acc = [r for r in rows if r["status"] == "accepted"]
     valid = [r["valid_rank_ic"] for r in acc if r.get("valid_rank_ic") is not None]
     tokens = sum(r["prompt_tokens"] + r["completion_tokens"] for r in rows)
-    secs = sum(sum(r["timings"].values()) for r in rows)
+    per_idea = [sum(r["timings"].values()) for r in rows]
+    secs = sum(per_idea)
     fmt = lambda v: f"{v:.4f}" if v is not None else "n/a"
     out.append(
         f"| {arm} | {len(rows)} | {len(acc)} | {len(acc) / len(rows):.0%} | {fmt(max(valid) if valid else None)} | "
-        f"{fmt(statistics.median(valid) if valid else None)} | {tokens} | {secs / len(rows):.1f} | {3600 * len(rows) / max(secs, 1e-9):.0f} |"
+        f"{fmt(statistics.median(valid) if valid else None)} | {tokens} | {secs / len(rows):.1f} / {statistics.median(per_idea):.1f} | {3600 * len(rows) / max(secs, 1e-9):.0f} |"
     )
     parts = {k: sum(r["timings"].get(k, 0.0) for r in rows) / len(rows) for k in ("writer", "judge", "eval", "kb")}
     split.append(
