@@ -46,6 +46,15 @@ fn mine(cfg: &Path, runs: &Path, args: &[&str]) -> std::process::Command {
     c
 }
 
+/// Waits until a running miner's log holds `n` finished ideas (fails after `secs`).
+fn wait_for_lines(log: &Path, n: usize, secs: u64) {
+    let t0 = std::time::Instant::now();
+    while std::fs::read_to_string(log).map(|s| s.lines().count()).unwrap_or(0) < n {
+        assert!(t0.elapsed().as_secs() < secs, "fewer than {n} ideas finished in {secs} s");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn a_real_run_fills_the_kb_never_sees_test_and_resumes_after_kill() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -130,11 +139,7 @@ fn a_real_run_fills_the_kb_never_sees_test_and_resumes_after_kill() {
         .spawn()
         .expect("spawn");
     let log = runs.join("r2/log.jsonl");
-    let t0 = std::time::Instant::now();
-    while std::fs::read_to_string(&log).map(|s| s.lines().count()).unwrap_or(0) < 1 {
-        assert!(t0.elapsed().as_secs() < 600, "no idea finished in 10 minutes");
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    wait_for_lines(&log, 1, 600);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     let _ = child.wait();
@@ -220,11 +225,7 @@ fn ctrl_c_stops_cleanly_with_a_summary() {
         .spawn()
         .expect("starts");
     let log = runs.join("int/log.jsonl");
-    let t0 = std::time::Instant::now();
-    while std::fs::read_to_string(&log).map(|s| s.lines().count()).unwrap_or(0) < 2 {
-        assert!(t0.elapsed().as_secs() < 300, "no ideas finished");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    wait_for_lines(&log, 2, 300);
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().expect("ends");

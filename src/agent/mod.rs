@@ -251,7 +251,6 @@ impl Candidate {
     }
 }
 
-/// The miner: one LLM, one KB, one mining view.
 /// GBNF grammars for each kind of reply, used when the model supports constrained
 /// sampling (the local one): the writer always emits a parseable expression, the judge
 /// exactly the review format, and prose stays within its sentence budget.
@@ -264,6 +263,7 @@ struct Grammars {
     hypothesis: String,
 }
 
+/// The miner: one LLM, one KB, one mining view.
 pub struct Miner<'a> {
     pub llm: &'a dyn LanguageModel,
     pub kb: &'a Kb,

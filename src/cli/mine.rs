@@ -144,7 +144,7 @@ fn open_llm(args: &MineArgs, cfg: &Config, run_dir: &Path) -> Result<Box<dyn Lan
     let inner: Box<dyn LanguageModel> = match args.llm.as_str() {
         "local" => {
             let path = args.model.clone().unwrap_or_else(crate::llm::default_gguf);
-            Box::new(LocalModel::load(&path, 6144, args.llm_threads)?)
+            Box::new(LocalModel::load(&path, crate::llm::local::DEFAULT_CTX, args.llm_threads)?)
         }
         s if s.starts_with("openai:") => {
             let base = cfg.llm_url.clone().or_else(|| std::env::var("OPENAI_BASE_URL").ok()).unwrap_or_else(|| "https://api.openai.com/v1".into());

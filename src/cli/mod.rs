@@ -97,7 +97,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Predict(a) => train::run_predict(a, &cfg),
         Command::Serve { host, port, model, llm_threads } => {
             let path = model.unwrap_or_else(crate::llm::default_gguf);
-            let m = crate::llm::local::LocalModel::load(&path, 6144, llm_threads)?;
+            let m = crate::llm::local::LocalModel::load(&path, crate::llm::local::DEFAULT_CTX, llm_threads)?;
             let listener = std::net::TcpListener::bind((host.as_str(), port)).with_context(|| format!("cannot listen on {host}:{port}"))?;
             let addr = listener.local_addr()?;
             {

@@ -167,7 +167,7 @@ mod tests {
     //! Failure handling against a scripted HTTP server (the happy path runs against the
     //! real `alphaloop serve` in tests/llm.rs).
     use super::*;
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::{BufReader, Write};
 
     /// Answers each request with the next (status, body); returns the request bodies seen.
     fn scripted(replies: Vec<(u16, &'static str)>) -> (String, std::thread::JoinHandle<Vec<String>>) {
@@ -178,20 +178,8 @@ mod tests {
             for (status, body) in replies {
                 let (conn, _) = l.accept().expect("accept");
                 let mut r = BufReader::new(conn.try_clone().expect("clone"));
-                let mut len = 0;
-                loop {
-                    let mut h = String::new();
-                    r.read_line(&mut h).expect("header");
-                    if h.trim().is_empty() {
-                        break;
-                    }
-                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-                        len = v.trim().parse().expect("length");
-                    }
-                }
-                let mut b = vec![0; len];
-                r.read_exact(&mut b).expect("body");
-                seen.push(String::from_utf8(b).expect("utf8"));
+                let req = crate::llm::serve::read_request(&mut r).expect("read").expect("a request");
+                seen.push(String::from_utf8(req.body).expect("utf8"));
                 let mut w = conn;
                 write!(w, "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).expect("write");
             }

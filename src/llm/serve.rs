@@ -8,7 +8,7 @@
 
 use super::{ChatRequest, LanguageModel, LlmError, Message};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 
 /// Largest request body accepted (prompts are a few KB).
@@ -29,44 +29,66 @@ pub fn serve(listener: TcpListener, model: &dyn LanguageModel) -> std::io::Resul
     })
 }
 
+/// One HTTP/1.1 request as the server (and the test servers) need it.
+pub(crate) struct Request {
+    pub method: String,
+    pub path: String,
+    pub body: Vec<u8>,
+    /// The client asked to close the connection after the reply.
+    pub close: bool,
+}
+
+/// Reads the next request from a connection: `Ok(None)` at end of stream, `Err` with
+/// `InvalidData` when the body is over [`MAX_BODY`] bytes.
+pub(crate) fn read_request(reader: &mut impl BufRead) -> std::io::Result<Option<Request>> {
+    let mut line = String::new();
+    if reader.read_line(&mut line)? == 0 {
+        return Ok(None);
+    }
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or("").to_string(), parts.next().unwrap_or("").to_string());
+    let mut len = 0usize;
+    let mut close = false;
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h)? == 0 {
+            return Ok(None);
+        }
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            match k.trim().to_ascii_lowercase().as_str() {
+                "content-length" => len = v.trim().parse().unwrap_or(usize::MAX),
+                "connection" => close = v.trim().eq_ignore_ascii_case("close"),
+                _ => {}
+            }
+        }
+    }
+    if len > MAX_BODY {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("body over {MAX_BODY} bytes")));
+    }
+    let mut body = vec![0u8; len];
+    reader.read_exact(&mut body)?;
+    Ok(Some(Request { method, path, body, close }))
+}
+
 fn connection(conn: TcpStream, model: &dyn LanguageModel) -> std::io::Result<()> {
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut out = conn;
     loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            return Ok(());
-        }
-        let mut parts = line.split_whitespace();
-        let (method, path) = (parts.next().unwrap_or("").to_string(), parts.next().unwrap_or("").to_string());
-        let mut len = 0usize;
-        let mut close = false;
-        loop {
-            let mut h = String::new();
-            if reader.read_line(&mut h)? == 0 {
-                return Ok(());
+        let req = match read_request(&mut reader) {
+            Ok(Some(r)) => r,
+            Ok(None) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return respond(&mut out, 413, &json!({"error": {"message": e.to_string()}}));
             }
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = h.split_once(':') {
-                match k.trim().to_ascii_lowercase().as_str() {
-                    "content-length" => len = v.trim().parse().unwrap_or(usize::MAX),
-                    "connection" => close = v.trim().eq_ignore_ascii_case("close"),
-                    _ => {}
-                }
-            }
-        }
-        if len > MAX_BODY {
-            respond(&mut out, 413, &json!({"error": {"message": format!("body over {MAX_BODY} bytes")}}))?;
-            return Ok(());
-        }
-        let mut body = vec![0u8; len];
-        reader.read_exact(&mut body)?;
-        let (status, reply) = route(&method, &path, &body, model);
+            Err(e) => return Err(e),
+        };
+        let (status, reply) = route(&req.method, &req.path, &req.body, model);
         respond(&mut out, status, &reply)?;
-        if close {
+        if req.close {
             return Ok(());
         }
     }
