@@ -144,6 +144,16 @@ fn novelty_rejects_near_copies_and_keeps_new_signals() {
     }
     let v = check(&kb, "ts_corr(rank(close), rank(volume), 10) * sign(returns)", &cfg);
     assert!(v.reject.is_none() || v.novelty.max_corr.unwrap().abs() >= 0.7, "{v:?}");
+    // A repeat of a stored failure is flagged (not rejected); its sign flip is not a repeat.
+    assert!(check(&kb, "rank(ts_std(returns, 20))", &cfg).repeat.is_none());
+    let sig = alphaloop::expr::eval_expr("rank(ts_std(returns, 20))", &view().data, &alphaloop::expr::NoAlphas).expect("eval");
+    let failed = AlphaRecord::new("failed", Kind::Expression, "rank(ts_std(returns, 20))", Status::Rejected { reason: "valid Rank IC -0.01 is below 0".into() });
+    kb.put(vec![(failed, spec.vector(&view().data, &sig))]).expect("put");
+    let v = check(&kb, "-1 * -rank(ts_std(returns, 20))", &cfg);
+    assert!(v.reject.is_none(), "{v:?}");
+    let repeat = v.repeat.expect("a repeat of the stored failure");
+    assert!(repeat.starts_with("failed `rank(ts_std(returns, 20))` (rejected: valid Rank IC"), "{repeat}");
+    assert!(check(&kb, "-rank(ts_std(returns, 20))", &cfg).repeat.is_none());
 }
 
 #[test]

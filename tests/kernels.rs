@@ -216,8 +216,8 @@ fn cross_sectional_rank_matches_naive_average_ranks() {
     let nan = f64::NAN;
     let row = [3.0, nan, 1.0, 3.0, 2.0, nan, 3.0, -0.0, 0.0];
     let mut out = vec![0.0; row.len()];
-    let (mut buf, mut tmp) = (Vec::new(), Vec::new());
-    cross::rank_row(&row, &mut out, &mut buf, &mut tmp);
+    let mut buf = cross::SortBuf::default();
+    cross::rank_row(&row, &mut out, &mut buf);
     let finite: Vec<f64> = row.iter().copied().filter(|v| v.is_finite()).collect();
     for (i, v) in row.iter().enumerate() {
         if v.is_nan() {

@@ -489,9 +489,10 @@ impl<'a> Miner<'a> {
                 None => "passed (parses, fields exist, complexity within limits, coverage ok, operators are causal)".into(),
             };
             let novelty = match &cand.novelty {
-                Some(v) => match &v.reject {
-                    Some(r) => format!("REJECTED: {r}"),
-                    None => format!(
+                Some(v) => match (&v.reject, &v.repeat) {
+                    (Some(r), _) => format!("REJECTED: {r}"),
+                    (None, Some(p)) => format!("REPEAT: behaves like the earlier attempt {p}; a different expression is needed"),
+                    (None, None) => format!(
                         "ok (max |corr| with accepted alphas {})",
                         v.novelty.max_corr.map(|c| format!("{:.2}", c.abs())).unwrap_or_else(|| "n/a".into())
                     ),
@@ -518,7 +519,7 @@ impl<'a> Miner<'a> {
                 t.judge += tj.elapsed().as_secs_f64();
                 let (mut s, a) = parse_review(&reply);
                 reviews.push(Review { round, reviewer: self.llm.name(), score: s, advice: a.clone() });
-                if cand.novelty.as_ref().is_some_and(|v| v.reject.is_some()) {
+                if cand.novelty.as_ref().is_some_and(|v| v.reject.is_some() || v.repeat.is_some()) {
                     s = s.min(3.0);
                 }
                 (s, a)

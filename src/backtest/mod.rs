@@ -23,10 +23,10 @@
 
 mod stats;
 
-pub use stats::{mean_std, pearson_finite};
+pub use stats::{mean_std, pearson_finite, pearson_many};
 
 use crate::data::{DataError, MarketData, Panel, Period, Splits};
-use crate::expr::kernels::cross::{average_ranks, sorted_finite, BLOCK};
+use crate::expr::kernels::cross::{average_ranks, SortBuf, BLOCK};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -163,11 +163,10 @@ impl Scorer {
         let main_order: Vec<Vec<(u64, u32)>> = main_ranks
             .par_chunks_mut(na)
             .zip(main.rows.par_chunks(na))
-            .map_init(Vec::new, |tmp, (o, r)| {
-                let mut buf = Vec::with_capacity(na);
-                sorted_finite(r, &mut buf, tmp);
-                average_ranks(&buf, |i, rk| o[i as usize] = rk);
-                buf
+            .map_init(SortBuf::default, |buf, (o, r)| {
+                let sorted = buf.sort_finite(r);
+                average_ranks(sorted, |i, rk| o[i as usize] = rk);
+                sorted.to_vec()
             })
             .collect();
         let extra = cfg.ic_horizons.iter().map(|&h| label_rows(close, start, end, cfg.gap, h)).collect();
@@ -262,46 +261,61 @@ impl Scorer {
 
     fn day(&self, i: usize, sig: &[f64], sc: &mut Scratch, min: usize) -> Day {
         let na = self.n_assets;
-        let lab = &self.main.rows[i * na..(i + 1) * na];
+        let row = i * na..(i + 1) * na;
+        let lab = &self.main.rows[row.clone()];
         let mut day = Day { n_label: self.main.counts[i], ..Day::default() };
 
         // One stable sort of the finite signal values serves every metric below.
-        sorted_finite(sig, &mut sc.all, &mut sc.tmp);
-        if !sc.all.is_empty() {
-            let uniq = 1 + sc.all.windows(2).filter(|w| w[0].0 != w[1].0).count();
-            day.distinct = Some(uniq as f64 / sc.all.len() as f64);
+        let all = sc.sort.sort_finite(sig);
+        if !all.is_empty() {
+            let uniq = 1 + all.windows(2).filter(|w| w[0].0 != w[1].0).count();
+            day.distinct = Some(uniq as f64 / all.len() as f64);
         }
-        for l in &self.extra {
-            let lr = &l.rows[i * na..(i + 1) * na];
-            day.ic_extra.push(Some(pearson_finite(sig, lr, min)).filter(|v| v.is_finite()));
-        }
-
         // The joint set (finite signal and label), still sorted by (signal, symbol).
         sc.joint.clear();
-        sc.joint.extend(sc.all.iter().filter(|&&(_, k)| lab[k as usize].is_finite()));
+        sc.joint.extend(all.iter().filter(|&&(_, k)| lab[k as usize].is_finite()));
+
+        // Pearson IC at the main horizon and every extra one, four series per sweep.
+        let mut ics = Vec::with_capacity(1 + self.extra.len());
+        let series: Vec<&[f64]> = std::iter::once(lab).chain(self.extra.iter().map(|l| &l.rows[row.clone()])).collect();
+        for chunk in series.chunks(4) {
+            let pad = |j: usize| chunk.get(j).copied().unwrap_or(chunk[0]);
+            let r = pearson_many(sig, [pad(0), pad(1), pad(2), pad(3)], min);
+            ics.extend(r.into_iter().take(chunk.len()).map(|v| Some(v).filter(|v| v.is_finite())));
+        }
+        day.ic_extra = ics.split_off(1);
+
         day.n_joint = sc.joint.len() as u32;
         let n = sc.joint.len();
         if n < min {
             return day;
         }
-        day.ic = Some(pearson_finite(sig, lab, min)).filter(|v| v.is_finite());
+        day.ic = ics[0];
 
-        // Rank IC: ranks within the joint set on both sides. The label's sorted order is
-        // precomputed; restricting it to the joint set keeps it sorted, so no re-sort.
-        sc.sr.clear();
-        sc.sr.resize(na, f64::NAN);
-        average_ranks(&sc.joint, |k, r| sc.sr[k as usize] = r);
+        // Rank IC: Pearson of the average ranks within the joint set on both sides. The
+        // label's ranks are precomputed for its full set; when the signal misses some of
+        // those stocks, the precomputed order restricted to the joint set stays sorted,
+        // so they are re-ranked without a sort. Both sides' ranks have the exact mean
+        // (n + 1) / 2 and centred ranks are multiples of 1/2, so these sums are exact.
         let label_ranks: &[f64] = if n as u32 == self.main.counts[i] {
-            &self.main_ranks[i * na..(i + 1) * na]
+            &self.main_ranks[row]
         } else {
             sc.lj.clear();
             sc.lj.extend(self.main_order[i].iter().filter(|&&(_, k)| sig[k as usize].is_finite()));
-            sc.lr.clear();
             sc.lr.resize(na, f64::NAN);
+            // Only the joint set's cells are written here and read below.
             average_ranks(&sc.lj, |k, r| sc.lr[k as usize] = r);
             &sc.lr
         };
-        day.rank_ic = Some(pearson_finite(&sc.sr, label_ranks, min)).filter(|v| v.is_finite());
+        let mid = (n as f64 + 1.0) / 2.0;
+        let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+        average_ranks(&sc.joint, |k, r| {
+            let (u, v) = (r - mid, label_ranks[k as usize] - mid);
+            sxy += u * v;
+            sxx += u * u;
+            syy += v * v;
+        });
+        day.rank_ic = (sxx > 0.0 && syy > 0.0).then(|| (sxy / (sxx.sqrt() * syy.sqrt())).clamp(-1.0, 1.0));
 
         // Quintiles and the long-short legs.
         let mut q = [0.0; 5];
@@ -329,11 +343,9 @@ impl Scorer {
 #[derive(Default)]
 struct Scratch {
     rows: Vec<f64>,
-    all: Vec<(u64, u32)>,
-    tmp: Vec<(u64, u32)>,
+    sort: SortBuf,
     joint: Vec<(u64, u32)>,
     lj: Vec<(u64, u32)>,
-    sr: Vec<f64>,
     lr: Vec<f64>,
 }
 

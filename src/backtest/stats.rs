@@ -35,68 +35,103 @@ fn constant(x: &[f64], y: &[f64]) -> bool {
 /// means first, so signals spanning many orders of magnitude stay exact). NaN when fewer
 /// than `min` such cells or either side has zero variance.
 pub fn pearson_finite(x: &[f64], y: &[f64], min: usize) -> f64 {
-    // Branch-free, with four independent accumulators per sum: a cell outside the joint
-    // set contributes zeros, and no add waits on the previous one, so the loops vectorise.
-    const L: usize = 4;
+    pearson_many(x, [y], min)[0]
+}
+
+/// [`pearson_finite`] of `x` with each of `K` series at once: `x` is read and checked once
+/// per pass for all of them (the IC at every horizon of one date in one sweep).
+pub fn pearson_many<const K: usize>(x: &[f64], ys: [&[f64]; K], min: usize) -> [f64; K] {
+    // Branch-free, with independent accumulators per lane: a cell outside the joint set
+    // contributes zeros, and no add waits on the previous one, so the loops vectorise.
+    const L: usize = 2;
     // `v - v == 0` exactly when v is finite (NaN and ±inf give NaN); unlike `is_finite`
     // it stays in float registers, which lets the loop vectorise.
     #[inline(always)]
-    fn ok(a: f64, b: f64) -> bool {
-        (a - a == 0.0) & (b - b == 0.0)
+    fn ok(v: f64) -> bool {
+        v - v == 0.0
     }
-    let (mut n, mut sx, mut sy) = ([0.0f64; L], [0.0f64; L], [0.0f64; L]);
-    let (xc, yc) = (x.chunks_exact(L), y.chunks_exact(L));
-    let (xr, yr) = (xc.remainder(), yc.remainder());
-    for (a, b) in xc.zip(yc) {
+    let n_cells = ys.iter().map(|y| y.len()).fold(x.len(), usize::min);
+    let x = &x[..n_cells];
+    let ys: [&[f64]; K] = ys.map(|y| &y[..n_cells]);
+    let full = n_cells / L * L;
+    // Lanes beyond the last full chunk are folded into lane 0 below.
+    let (mut n, mut sx, mut sy) = ([[0.0f64; L]; K], [[0.0f64; L]; K], [[0.0f64; L]; K]);
+    for i in (0..full).step_by(L) {
         for l in 0..L {
-            let k = ok(a[l], b[l]);
-            n[l] += if k { 1.0 } else { 0.0 };
-            sx[l] += if k { a[l] } else { 0.0 };
-            sy[l] += if k { b[l] } else { 0.0 };
+            let a = x[i + l];
+            for k in 0..K {
+                let b = ys[k][i + l];
+                let m = ok(a) & ok(b);
+                n[k][l] += if m { 1.0 } else { 0.0 };
+                sx[k][l] += if m { a } else { 0.0 };
+                sy[k][l] += if m { b } else { 0.0 };
+            }
         }
     }
-    for (l, (&a, &b)) in xr.iter().zip(yr).enumerate() {
-        let k = ok(a, b);
-        n[l] += if k { 1.0 } else { 0.0 };
-        sx[l] += if k { a } else { 0.0 };
-        sy[l] += if k { b } else { 0.0 };
-    }
-    let sum = |v: [f64; L]| (v[0] + v[1]) + (v[2] + v[3]);
-    let count = sum(n);
-    if count < min.max(2) as f64 {
-        return f64::NAN;
-    }
-    let (mx, my) = (sum(sx) / count, sum(sy) / count);
-    let (mut cxy, mut cxx, mut cyy) = ([0.0f64; L], [0.0f64; L], [0.0f64; L]);
-    for (a, b) in x.chunks_exact(L).zip(y.chunks_exact(L)) {
-        for l in 0..L {
-            let k = ok(a[l], b[l]);
-            let u = if k { a[l] - mx } else { 0.0 };
-            let v = if k { b[l] - my } else { 0.0 };
-            cxy[l] += u * v;
-            cxx[l] += u * u;
-            cyy[l] += v * v;
+    for i in full..n_cells {
+        let a = x[i];
+        for k in 0..K {
+            let b = ys[k][i];
+            let m = ok(a) & ok(b);
+            n[k][0] += if m { 1.0 } else { 0.0 };
+            sx[k][0] += if m { a } else { 0.0 };
+            sy[k][0] += if m { b } else { 0.0 };
         }
     }
-    for (l, (&a, &b)) in xr.iter().zip(yr).enumerate() {
-        let k = ok(a, b);
-        let u = if k { a - mx } else { 0.0 };
-        let v = if k { b - my } else { 0.0 };
-        cxy[l] += u * v;
-        cxx[l] += u * u;
-        cyy[l] += v * v;
+    let sum = |v: [f64; L]| v.iter().sum::<f64>();
+    let mut out = [f64::NAN; K];
+    let (mut count, mut mx, mut my) = ([0.0; K], [0.0; K], [0.0; K]);
+    for k in 0..K {
+        count[k] = sum(n[k]);
+        mx[k] = sum(sx[k]) / count[k];
+        my[k] = sum(sy[k]) / count[k];
     }
-    let (cxy, cxx, cyy) = (sum(cxy), sum(cxx), sum(cyy));
-    if cxx <= 0.0 || cyy <= 0.0 {
-        return f64::NAN;
+    if count.iter().all(|&c| c < min.max(2) as f64) {
+        return out;
     }
-    // A constant side leaves at most rounding noise in its variance (relative to the sum
-    // of squares, far below 1e-20), so only such a tiny variance needs the exact check.
-    let tiny = |c: f64, m: f64| c <= 1e-20 * (c + count * m * m);
-    if (tiny(cxx, mx) && constant(x, y)) || (tiny(cyy, my) && constant(y, x)) {
-        return f64::NAN;
+    let (mut cxy, mut cxx, mut cyy) = ([[0.0f64; L]; K], [[0.0f64; L]; K], [[0.0f64; L]; K]);
+    for i in (0..full).step_by(L) {
+        for l in 0..L {
+            let a = x[i + l];
+            for k in 0..K {
+                let b = ys[k][i + l];
+                let m = ok(a) & ok(b);
+                let u = if m { a - mx[k] } else { 0.0 };
+                let v = if m { b - my[k] } else { 0.0 };
+                cxy[k][l] += u * v;
+                cxx[k][l] += u * u;
+                cyy[k][l] += v * v;
+            }
+        }
     }
-    (cxy / (cxx.sqrt() * cyy.sqrt())).clamp(-1.0, 1.0)
+    for i in full..n_cells {
+        let a = x[i];
+        for k in 0..K {
+            let b = ys[k][i];
+            let m = ok(a) & ok(b);
+            let u = if m { a - mx[k] } else { 0.0 };
+            let v = if m { b - my[k] } else { 0.0 };
+            cxy[k][0] += u * v;
+            cxx[k][0] += u * u;
+            cyy[k][0] += v * v;
+        }
+    }
+    for k in 0..K {
+        let (cxy, cxx, cyy) = (sum(cxy[k]), sum(cxx[k]), sum(cyy[k]));
+        if count[k] < min.max(2) as f64 || cxx <= 0.0 || cyy <= 0.0 {
+            continue;
+        }
+        // A constant side leaves at most rounding noise in its variance (relative to the
+        // sum of squares, far below 1e-20), so only such a tiny variance needs the exact
+        // check.
+        let tiny = |c: f64, m: f64| c <= 1e-20 * (c + count[k] * m * m);
+        let (x, y) = (x, ys[k]);
+        if (tiny(cxx, mx[k]) && constant(x, y)) || (tiny(cyy, my[k]) && constant(y, x)) {
+            continue;
+        }
+        out[k] = (cxy / (cxx.sqrt() * cyy.sqrt())).clamp(-1.0, 1.0);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -117,5 +152,21 @@ mod tests {
         let (x, y) = ([1.0, f64::NAN, 2.0, 3.0], [2.0, 1.0, 4.0, 6.5]);
         assert!((pearson_finite(&x, &y, 2) - r).abs() < 1e-15);
         assert!(pearson_finite(&x, &y, 4).is_nan());
+        // Several series at once give each one's own correlation, bit for bit.
+        let mut s = 7u64;
+        let mut rnd = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s % 1000) as f64 / 7.0
+        };
+        let cols: Vec<Vec<f64>> = (0..4).map(|k| (0..97).map(|i| if (i + k) % 11 == 0 { f64::NAN } else { rnd() }).collect()).collect();
+        let x: Vec<f64> = (0..97).map(|i| if i % 13 == 0 { f64::INFINITY } else { rnd() }).collect();
+        let many = pearson_many(&x, [&cols[0], &cols[1], &cols[2], &c[..97]], 20);
+        for k in 0..3 {
+            assert_eq!(many[k], pearson_finite(&x, &cols[k], 20));
+            assert!(many[k].is_finite());
+        }
+        assert!(many[3].is_nan());
     }
 }

@@ -7,7 +7,7 @@
 //! store's metadata, so vectors written in different sessions stay comparable.
 
 use crate::data::{Date, MarketData, Panel, Splits};
-use crate::expr::kernels::cross::rank_row;
+use crate::expr::kernels::cross::{rank_row, SortBuf};
 use serde::{Deserialize, Serialize};
 
 pub const SAMPLE_DATES: usize = 32;
@@ -59,7 +59,7 @@ impl BehaviourSample {
         let assets: Vec<Option<usize>> = self.symbols.iter().map(|s| data.symbols.iter().position(|x| x == s)).collect();
         let na = data.n_assets();
         let (mut row, mut ranks) = (vec![f64::NAN; na], vec![f64::NAN; na]);
-        let (mut buf, mut tmp) = (Vec::new(), Vec::new());
+        let mut buf = SortBuf::default();
         let mut out = vec![0f32; DIM];
         let mut any = false;
         for (k, d) in self.dates.iter().enumerate() {
@@ -70,7 +70,7 @@ impl BehaviourSample {
             for (a, r) in row.iter_mut().enumerate() {
                 *r = signal.get(t, a);
             }
-            rank_row(&row, &mut ranks, &mut buf, &mut tmp);
+            rank_row(&row, &mut ranks, &mut buf);
             let vals: Vec<f64> = assets.iter().map(|a| a.map(|a| ranks[a]).unwrap_or(f64::NAN)).collect();
             let fin: Vec<f64> = vals.iter().copied().filter(|v| v.is_finite()).collect();
             if fin.len() < MIN_PER_DATE {

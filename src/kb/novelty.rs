@@ -9,9 +9,13 @@
 //! * **AST overlap** (AlphaAgent): the largest subtree the candidate shares with an accepted
 //!   expression, as a share of the candidate's nodes; rejected at ≥ `max_ast_overlap`
 //!   when the shared subtree has at least `min_subtree` nodes.
+//! * **Repeats**: a candidate that behaves like any stored attempt, whatever its status
+//!   (behaviour cosine ≥ [`REPEAT_COSINE`], same sign), is flagged, not rejected: writing
+//!   again what already failed wastes the inner loop's rounds, so the judge is told. A
+//!   sign-flipped copy of a failure is not a repeat; it may well succeed.
 
 use super::store::BEHAVIOUR;
-use super::{AlphaRecord, Filter, Kb, KbError, Kind, Novelty};
+use super::{AlphaRecord, Filter, Kb, KbError, Kind, Novelty, Status};
 use crate::expr::ast::{Expr, ExprKind};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -84,11 +88,17 @@ pub fn largest_common(a: &Subtrees, b: &Subtrees) -> usize {
     small.iter().filter(|(k, _)| big.contains_key(*k)).map(|(_, s)| *s).max().unwrap_or(0)
 }
 
+/// Behaviour cosine (mean rank correlation on the sample) from which two signals count as
+/// the same attempt: rewrites like `-1 * rank(x)` and `-rank(x)` reach 1.0.
+pub const REPEAT_COSINE: f32 = 0.99;
+
 /// Outcome of the checks: the measurements, and the reason to reject if any.
 #[derive(Clone, Debug)]
 pub struct Verdict {
     pub novelty: Novelty,
     pub reject: Option<String>,
+    /// The stored attempt this candidate repeats, with that attempt's outcome.
+    pub repeat: Option<String>,
 }
 
 impl Kb {
@@ -106,6 +116,7 @@ impl Kb {
     ) -> Result<Verdict, KbError> {
         let mut nov = Novelty::default();
         let mut reject = None;
+        let mut repeat = None;
         let accepted = Filter::new().is("status", "accepted");
 
         if let Some(b) = behaviour {
@@ -133,6 +144,18 @@ impl Kb {
                 if nov.max_corr.is_none_or(|m: f64| corr.abs() > m.abs()) {
                     nov.max_corr = Some(corr);
                     nov.max_corr_with = Some(r.id.clone());
+                }
+            }
+            for (score, doc) in self.nearest(BEHAVIOUR, b, &Filter::new(), 2, false)? {
+                let Ok(r) = self.decode_doc(&doc) else { continue };
+                if score >= REPEAT_COSINE && r.id != candidate_id {
+                    let outcome = match &r.status {
+                        Status::Accepted => "accepted".to_string(),
+                        Status::Rejected { reason } => format!("rejected: {reason}"),
+                        Status::Error { message } => format!("error: {message}"),
+                    };
+                    repeat = Some(format!("{} `{}` ({outcome})", r.id, r.code));
+                    break;
                 }
             }
             if let (Some(c), Some(w)) = (nov.max_corr, &nov.max_corr_with) {
@@ -174,7 +197,7 @@ impl Kb {
                 }
             }
         }
-        Ok(Verdict { novelty: nov, reject })
+        Ok(Verdict { novelty: nov, reject, repeat })
     }
 
     fn cached_subtrees(&self, r: &AlphaRecord) -> Option<Arc<Subtrees>> {

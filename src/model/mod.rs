@@ -208,7 +208,7 @@ fn rows_for(data: &MarketData, start: usize, end: usize, target: Target, h: usiz
     let na = data.n_assets();
     let mut r = Rows { idx: Vec::new(), label: Vec::new(), target: Vec::new() };
     let (mut row, mut out) = (vec![f64::NAN; na], vec![f64::NAN; na]);
-    let (mut buf, mut tmp) = (Vec::new(), Vec::new());
+    let mut buf = cross::SortBuf::default();
     for t in start..end {
         for (a, v) in row.iter_mut().enumerate() {
             *v = label_of(close, t, a, end, h);
@@ -220,7 +220,7 @@ fn rows_for(data: &MarketData, start: usize, end: usize, target: Target, h: usiz
         match target {
             Target::Raw => out.copy_from_slice(&row),
             Target::Rank => {
-                cross::rank_row(&row, &mut out, &mut buf, &mut tmp);
+                cross::rank_row(&row, &mut out, &mut buf);
                 out.iter_mut().for_each(|v| *v -= 0.5);
             }
             Target::Demean => {
