@@ -182,3 +182,36 @@ fn alpha_references_resolve_and_cycles_are_caught() {
     let e = eval_expr("alpha:broken", d, &set).expect_err("error inside");
     assert!(e.to_string().starts_with("in alpha:broken: unknown field 'clsoe' at 6"), "{e}");
 }
+
+/// Kernels get recycled buffers that still hold an earlier panel's values
+/// (`Panel::scratch`); every operator must overwrite every cell. Evaluated once as usual
+/// and again after the pool was filled with buffers of a sentinel value, each operator
+/// gives the same panel, without the sentinel.
+#[test]
+fn every_operator_overwrites_recycled_buffers() {
+    const SENTINEL: f64 = 123456.789;
+    let (nd, na) = (sample().n_dates(), sample().n_assets());
+    assert!(nd * na >= 1 << 15, "the sample panel is large enough to be pooled");
+    let exprs = [
+        "close + volume", "-close", "close < open", "open == open && close > 0 || volume < 0", "close > open ? high : low",
+        "abs(returns)", "sign(returns)", "log(volume)", "signedpower(returns, 2)", "sqrt(volume)", "exp(returns)",
+        "min(open, close)", "max(open, close)", "delay(close, 3)", "delta(close, 3)", "ts_sum(close, 5)", "ts_mean(close, 5)",
+        "ts_std(close, 5)", "ts_corr(close, volume, 5)", "ts_cov(close, volume, 5)", "ts_min(close, 5)", "ts_max(close, 5)",
+        "ts_argmin(close, 5)", "ts_argmax(close, 5)", "ts_product(close, 5)", "ts_rank(close, 5)", "decay_linear(close, 5)",
+        "ts_zscore(close, 5)", "ts_ffill(close, 5)", "rank(close)", "cs_zscore(close)", "scale(close)",
+        "indneutralize(close, IndClass.sector)", "close ^ 2", "close / volume", "close * 2 - open",
+    ];
+    let mut recycled = false;
+    for e in exprs {
+        let clean = ev(e);
+        for _ in 0..8 {
+            drop(Panel::filled(nd, na, SENTINEL));
+        }
+        // The pool does hand out such buffers (other tests may take some meanwhile).
+        recycled |= Panel::scratch(nd, na).as_slice().contains(&SENTINEL);
+        let again = ev(e);
+        assert!(same(&clean, &again), "{e}: differs when evaluated into recycled buffers");
+        assert!(!again.as_slice().contains(&SENTINEL), "{e}: a recycled cell was not overwritten");
+    }
+    assert!(recycled, "no recycled buffer was ever handed out");
+}

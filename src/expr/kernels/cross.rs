@@ -23,7 +23,7 @@ unsafe impl Sync for DisjointOut {}
 pub fn per_date<S: Default + Send>(x: &Panel, k: impl Fn(&[f64], &mut [f64], &mut S) + Sync) -> Panel {
     let (nd, na) = (x.n_dates(), x.n_assets());
     // Every cell is written by the scatter below.
-    let mut out = Panel::zeroed(nd, na);
+    let mut out = Panel::scratch(nd, na);
     if nd == 0 || na == 0 {
         return out;
     }
@@ -83,9 +83,17 @@ impl SortBuf {
     /// alpha101 inputs move too fast for.)
     pub fn sort_finite(&mut self, row: &[f64]) -> &[(u64, u32)] {
         let v = &mut self.sorted;
-        v.clear();
-        v.extend(row.iter().enumerate().filter(|(_, x)| x.is_finite()).map(|(i, x)| (order_key(*x), i as u32)));
-        let n = v.len();
+        // Branch-free compaction of the finite values: every cell is written, and the
+        // write position only advances past finite ones.
+        if v.len() < row.len() {
+            v.resize(row.len(), (0, 0));
+        }
+        let mut n = 0;
+        for (i, &x) in row.iter().enumerate() {
+            v[n] = (order_key(x), i as u32);
+            n += usize::from(x.is_finite());
+        }
+        v.truncate(n);
         if n < 48 {
             v.sort_unstable();
             return v;
@@ -96,7 +104,7 @@ impl SortBuf {
             return v;
         }
         let shift = (63 - diff.leading_zeros()).saturating_sub(23);
-        lsd_passes(v, &mut self.tmp, &[shift, shift + 8, shift + 16]);
+        lsd_passes(v, &mut self.tmp, [shift, shift + 8, shift + 16]);
         // Insertion fix-up with a budget of moves.
         let budget = 6 * n;
         let mut moves = 0usize;
@@ -111,7 +119,7 @@ impl SortBuf {
             moves += i - j;
             if moves > budget {
                 // Every step so far was stable, so equal keys are still in index order.
-                lsd_passes(v, &mut self.tmp, &[0, 8, 16, 24, 32, 40, 48, 56]);
+                lsd_passes(v, &mut self.tmp, [0, 8, 16, 24, 32, 40, 48, 56]);
                 break;
             }
         }
@@ -120,19 +128,19 @@ impl SortBuf {
 }
 
 /// Stable counting-sort passes on the 8-bit digits starting at the given bit shifts
-/// (least significant first); passes where every key has the same digit are skipped.
-fn lsd_passes(v: &mut Vec<(u64, u32)>, tmp: &mut Vec<(u64, u32)>, shifts: &[u32]) {
+/// (least significant first; all below 64); passes where every key has the same digit are
+/// skipped. The histograms of all passes are counted in one read.
+fn lsd_passes<const P: usize>(v: &mut Vec<(u64, u32)>, tmp: &mut Vec<(u64, u32)>, shifts: [u32; P]) {
     let n = v.len();
-    tmp.clear();
-    tmp.resize(n, (0, 0));
-    for &sh in shifts {
-        if sh >= 64 {
-            continue;
-        }
-        let mut h = [0u32; 256];
-        for e in v.iter() {
+    let mut h = [[0u32; 256]; P];
+    for e in v.iter() {
+        for (h, &sh) in h.iter_mut().zip(&shifts) {
             h[((e.0 >> sh) & 0xff) as usize] += 1;
         }
+    }
+    tmp.clear();
+    tmp.resize(n, (0, 0));
+    for (h, &sh) in h.iter_mut().zip(&shifts) {
         if h.iter().any(|&c| c as usize == n) {
             continue;
         }

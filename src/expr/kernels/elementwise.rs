@@ -86,7 +86,7 @@ fn prepare(vals: &mut [Value]) -> Option<(Panel, Option<usize>)> {
         }
     }
     // Every cell is written by the map.
-    Some((Panel::zeroed(nd, na), None))
+    Some((Panel::scratch(nd, na), None))
 }
 
 fn src<'a>(v: &'a Value, i: usize, reused: Option<usize>) -> Src<'a> {

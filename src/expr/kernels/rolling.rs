@@ -14,9 +14,9 @@ use rayon::prelude::*;
 use std::collections::VecDeque;
 
 /// Applies a one-input kernel to every asset in parallel. Kernels write every cell of
-/// their output (NaN where undefined), so the output starts as plain zeroed memory.
+/// their output (NaN where undefined), so the output needs no initial fill ([`Panel::scratch`]).
 pub fn per_asset(x: &Panel, k: impl Fn(&[f64], &mut [f64]) + Sync) -> Panel {
-    let mut out = Panel::zeroed(x.n_dates(), x.n_assets());
+    let mut out = Panel::scratch(x.n_dates(), x.n_assets());
     let nd = x.n_dates();
     if nd == 0 {
         return out;
@@ -27,7 +27,7 @@ pub fn per_asset(x: &Panel, k: impl Fn(&[f64], &mut [f64]) + Sync) -> Panel {
 
 /// Applies a two-input kernel to every asset in parallel.
 pub fn per_asset2(x: &Panel, y: &Panel, k: impl Fn(&[f64], &[f64], &mut [f64]) + Sync) -> Panel {
-    let mut out = Panel::zeroed(x.n_dates(), x.n_assets());
+    let mut out = Panel::scratch(x.n_dates(), x.n_assets());
     let nd = x.n_dates();
     if nd == 0 {
         return out;
