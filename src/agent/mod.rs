@@ -591,7 +591,7 @@ impl<'a> Miner<'a> {
                 "lesson.md",
                 minijinja::context! {
                     family => idea.family.clone(), hypothesis => idea.hypothesis.clone(), code => best.code.clone(),
-                    outcome => match &status { Status::Accepted => "accepted".to_string(), Status::Rejected { reason } => format!("rejected: {reason}"), Status::Error { message } => format!("error: {message}") },
+                    outcome => status.to_string(),
                     train_rank_ic => f4(m.rank_ic), ic => f4(m.ic), ic_h5 => f4(m.ic_h5), ic_h10 => f4(m.ic_h10), ic_h20 => f4(m.ic_h20),
                     valid_rank_ic => f4(v.rank_ic), v_ic => f4(v.ic), v_ic_h5 => f4(v.ic_h5), v_ic_h10 => f4(v.ic_h10), v_ic_h20 => f4(v.ic_h20),
                 },

@@ -15,7 +15,7 @@
 //!   sign-flipped copy of a failure is not a repeat; it may well succeed.
 
 use super::store::BEHAVIOUR;
-use super::{AlphaRecord, Filter, Kb, KbError, Kind, Novelty, Status};
+use super::{AlphaRecord, Filter, Kb, KbError, Kind, Novelty};
 use crate::expr::ast::{Expr, ExprKind};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -149,12 +149,7 @@ impl Kb {
             for (score, doc) in self.nearest(BEHAVIOUR, b, &Filter::new(), 2, false)? {
                 let Ok(r) = self.decode_doc(&doc) else { continue };
                 if score >= REPEAT_COSINE && r.id != candidate_id {
-                    let outcome = match &r.status {
-                        Status::Accepted => "accepted".to_string(),
-                        Status::Rejected { reason } => format!("rejected: {reason}"),
-                        Status::Error { message } => format!("error: {message}"),
-                    };
-                    repeat = Some(format!("{} `{}` ({outcome})", r.id, r.code));
+                    repeat = Some(format!("{} `{}` ({})", r.id, r.code, r.status));
                     break;
                 }
             }

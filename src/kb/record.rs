@@ -41,6 +41,17 @@ impl Status {
     }
 }
 
+/// `accepted`, `rejected: REASON` or `error: MESSAGE`, as prompts and notes show it.
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Status::Accepted => f.write_str("accepted"),
+            Status::Rejected { reason } => write!(f, "rejected: {reason}"),
+            Status::Error { message } => write!(f, "error: {message}"),
+        }
+    }
+}
+
 /// One judge review (rule checks, quick backtest or an LLM review).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 pub struct Review {

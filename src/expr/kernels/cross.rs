@@ -64,7 +64,7 @@ pub fn order_key(v: f64) -> u64 {
 #[derive(Default)]
 pub struct SortBuf {
     /// The last result: finite values as (order key, index), ascending, ties by index.
-    pub sorted: Vec<(u64, u32)>,
+    sorted: Vec<(u64, u32)>,
     tmp: Vec<(u64, u32)>,
 }
 
