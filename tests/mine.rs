@@ -219,7 +219,7 @@ fn ctrl_c_stops_cleanly_with_a_summary() {
     let dir = tempfile::tempdir().expect("tmp");
     let cfg = config(dir.path(), &common::shared("data/sp500_sample.parquet"));
     let runs = dir.path().join("runs");
-    let mut child = mine(&cfg, &runs, &["--writer", "gp", "--ideas", "100000", "--run-id", "int", "--json"])
+    let child = mine(&cfg, &runs, &["--writer", "gp", "--ideas", "100000", "--run-id", "int", "--json"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
