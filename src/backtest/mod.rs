@@ -264,16 +264,26 @@ impl Scorer {
         let row = i * na..(i + 1) * na;
         let lab = &self.main.rows[row.clone()];
         let mut day = Day { n_label: self.main.counts[i], ..Day::default() };
+        // The label rows below are read in the signal's sorted order, i.e. at random: ask
+        // for their cache lines now so they arrive while the signal is being sorted.
+        crate::data::prefetch(lab.as_ptr(), na);
+        crate::data::prefetch(self.main_ranks[row.clone()].as_ptr(), na);
 
-        // One stable sort of the finite signal values serves every metric below.
+        // One stable sort of the finite signal values serves every metric below. One pass
+        // over it counts the distinct values and keeps the joint set (finite signal and
+        // label), still sorted by (signal, symbol).
         let all = sc.sort.sort_finite(sig);
+        sc.joint.resize(all.len(), (0, 0));
+        let (mut n, mut uniq) = (0usize, 0usize);
+        for (j, &e) in all.iter().enumerate() {
+            uniq += usize::from(j == 0 || e.0 != all[j - 1].0);
+            sc.joint[n] = e;
+            n += usize::from(lab[e.1 as usize].is_finite());
+        }
+        sc.joint.truncate(n);
         if !all.is_empty() {
-            let uniq = 1 + all.windows(2).filter(|w| w[0].0 != w[1].0).count();
             day.distinct = Some(uniq as f64 / all.len() as f64);
         }
-        // The joint set (finite signal and label), still sorted by (signal, symbol).
-        sc.joint.clear();
-        sc.joint.extend(all.iter().filter(|&&(_, k)| lab[k as usize].is_finite()));
 
         // Pearson IC at the main horizon and every extra one, four series per sweep.
         let mut ics = Vec::with_capacity(1 + self.extra.len());
@@ -285,8 +295,7 @@ impl Scorer {
         }
         day.ic_extra = ics.split_off(1);
 
-        day.n_joint = sc.joint.len() as u32;
-        let n = sc.joint.len();
+        day.n_joint = n as u32;
         if n < min {
             return day;
         }
@@ -307,21 +316,38 @@ impl Scorer {
             average_ranks(&sc.lj, |k, r| sc.lr[k as usize] = r);
             &sc.lr
         };
+        // One walk over the joint set's tie groups gives the rank IC's sums and the
+        // quintiles' label sums (quintile q holds positions floor(q·n/5) .. floor((q+1)·n/5)).
         let mid = (n as f64 + 1.0) / 2.0;
         let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
-        average_ranks(&sc.joint, |k, r| {
-            let (u, v) = (r - mid, label_ranks[k as usize] - mid);
-            sxy += u * v;
-            sxx += u * u;
-            syy += v * v;
-        });
-        day.rank_ic = (sxx > 0.0 && syy > 0.0).then(|| (sxy / (sxx.sqrt() * syy.sqrt())).clamp(-1.0, 1.0));
-
-        // Quintiles and the long-short legs.
         let mut q = [0.0; 5];
+        let mut qb = 0;
+        let mut q_end = n / 5;
+        let joint = &sc.joint;
+        let mut p0 = 0;
+        while p0 < n {
+            let mut p1 = p0 + 1;
+            while p1 < n && joint[p1].0 == joint[p0].0 {
+                p1 += 1;
+            }
+            // Positions p0..p1 share the average of ranks p0+1..=p1.
+            let u = (p0 + 1 + p1) as f64 / 2.0 - mid;
+            for (p, &(_, k)) in joint.iter().enumerate().take(p1).skip(p0) {
+                let v = label_ranks[k as usize] - mid;
+                sxy += u * v;
+                sxx += u * u;
+                syy += v * v;
+                while p == q_end {
+                    qb += 1;
+                    q_end = (qb + 1) * n / 5;
+                }
+                q[qb] += lab[k as usize];
+            }
+            p0 = p1;
+        }
+        day.rank_ic = (sxx > 0.0 && syy > 0.0).then(|| (sxy / (sxx.sqrt() * syy.sqrt())).clamp(-1.0, 1.0));
         for (b, qv) in q.iter_mut().enumerate() {
-            let (lo, hi) = (b * n / 5, (b + 1) * n / 5);
-            *qv = sc.joint[lo..hi].iter().map(|&(_, k)| lab[k as usize]).sum::<f64>() / (hi - lo) as f64;
+            *qv /= ((b + 1) * n / 5 - b * n / 5) as f64;
         }
         day.quintiles = Some(q);
         let legs = n / 5;

@@ -38,8 +38,10 @@ pub fn pearson_finite(x: &[f64], y: &[f64], min: usize) -> f64 {
     pearson_many(x, [y], min)[0]
 }
 
+crate::expr::kernels::avx2_dispatch! {
 /// [`pearson_finite`] of `x` with each of `K` series at once: `x` is read and checked once
-/// per pass for all of them (the IC at every horizon of one date in one sweep).
+/// per pass for all of them (the IC at every horizon of one date in one sweep). Runs as
+/// AVX2 code where the CPU has it ([`avx2_dispatch`](crate::expr::kernels::avx2_dispatch)).
 pub fn pearson_many<const K: usize>(x: &[f64], ys: [&[f64]; K], min: usize) -> [f64; K] {
     // Branch-free, with independent accumulators per lane: a cell outside the joint set
     // contributes zeros, and no add waits on the previous one, so the loops vectorise.
@@ -132,6 +134,7 @@ pub fn pearson_many<const K: usize>(x: &[f64], ys: [&[f64]; K], min: usize) -> [
         out[k] = (cxy / (cxx.sqrt() * cyy.sqrt())).clamp(-1.0, 1.0);
     }
     out
+}
 }
 
 #[cfg(test)]

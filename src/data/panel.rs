@@ -192,10 +192,27 @@ pub mod pool {
     }
 }
 
+/// Asks the CPU to bring the `len` cells at `p` into cache (a hint; a no-op off x86-64).
+#[inline]
+pub fn prefetch(p: *const f64, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for i in (0..len).step_by(8) {
+        // A prefetch never faults, so `wrapping_add` keeps this free of any safety
+        // obligation.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.wrapping_add(i).cast()) };
+    }
+}
+
 /// Transposes `rows × cols` values read from `src[r * stride + c]` into
 /// `dst[c * rows + r]`.
 fn transpose_strided(src: &[f64], stride: usize, dst: &mut [f64], rows: usize, cols: usize) {
-    tile_transpose(rows, cols, |r, c| src[r * stride + c], |c, r, v| dst[c * rows + r] = v);
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    assert!(src.len() >= (rows - 1) * stride + cols && dst.len() >= rows * cols, "transpose out of bounds");
+    // SAFETY: every write lands at c * rows + r < rows * cols <= dst.len() (checked above),
+    // and `dst` is borrowed mutably for the call.
+    unsafe { transpose_into(src, stride, dst.as_mut_ptr(), rows, rows, cols) }
 }
 
 /// Writes a date-major block (`block[j * na + a]` for dates `t0 + j`) into an asset-major
@@ -213,31 +230,49 @@ pub unsafe fn scatter_date_block(dst: *mut f64, nd: usize, na: usize, t0: usize,
     }
     let rows = block.len() / na;
     debug_assert!(t0 + rows <= nd);
-    // SAFETY: a * nd + t0 + j < nd * na for a < na, j < rows, by the caller's contract.
-    tile_transpose(rows, na, |j, a| block[j * na + a], |a, j, v| unsafe { *dst.add(a * nd + t0 + j) = v });
+    // SAFETY: cell (date t0 + j, asset a) is at a * nd + t0 + j < nd * na, by the caller's
+    // contract, which also makes these cells this call's alone.
+    unsafe { transpose_into(block, na, dst.add(t0), nd, rows, na) }
 }
 
-/// Visits a rows × cols matrix in 8 × 8 tiles, calling `put(c, r, get(r, c))`. Reading
-/// and writing whole cache lines per tile avoids the cache-set aliasing of a plain
-/// strided loop (a row stride of ~4 KB maps every write to the same few sets).
-#[inline(always)]
-fn tile_transpose(rows: usize, cols: usize, get: impl Fn(usize, usize) -> f64, mut put: impl FnMut(usize, usize, f64)) {
+/// Transposes `rows × cols` values read from `src[r * stride + c]` to
+/// `dst[c * dst_stride + r]`, in 8 × 8 tiles: eight cache-line reads and eight cache-line
+/// writes per tile (a plain strided loop maps every write of a ~4 KB stride to the same
+/// few cache sets), with fixed-size inner loops the compiler unrolls.
+///
+/// # Safety
+/// Every `dst + c * dst_stride + r` (r < rows, c < cols) must be valid for writes and not
+/// accessed by anyone else during the call.
+unsafe fn transpose_into(src: &[f64], stride: usize, dst: *mut f64, dst_stride: usize, rows: usize, cols: usize) {
     const T: usize = 8;
-    let mut tile = [[0.0f64; T]; T];
-    for r0 in (0..rows).step_by(T) {
-        let r1 = (r0 + T).min(rows);
-        for c0 in (0..cols).step_by(T) {
-            let c1 = (c0 + T).min(cols);
-            for r in r0..r1 {
-                for c in c0..c1 {
-                    tile[c - c0][r - r0] = get(r, c);
+    let (fr, fc) = (rows / T * T, cols / T * T);
+    let put = |c: usize, r: usize, v: f64| unsafe { *dst.add(c * dst_stride + r) = v };
+    for r0 in (0..fr).step_by(T) {
+        for c0 in (0..fc).step_by(T) {
+            let mut tile = [[0.0f64; T]; T];
+            for (i, t) in tile.iter_mut().enumerate() {
+                let at = (r0 + i) * stride + c0;
+                t.copy_from_slice(&src[at..at + T]);
+            }
+            for j in 0..T {
+                // SAFETY: the caller guarantees these T cells (rows r0..r0 + T of column
+                // c0 + j) are valid and ours.
+                let o = unsafe { &mut *dst.add((c0 + j) * dst_stride + r0).cast::<[f64; T]>() };
+                for (i, o) in o.iter_mut().enumerate() {
+                    *o = tile[i][j];
                 }
             }
-            for c in c0..c1 {
-                for r in r0..r1 {
-                    put(c, r, tile[c - c0][r - r0]);
-                }
-            }
+        }
+    }
+    // The right edge (columns fc.., rows above fr), then the bottom rows (fr.., all columns).
+    for r in 0..fr {
+        for c in fc..cols {
+            put(c, r, src[r * stride + c]);
+        }
+    }
+    for r in fr..rows {
+        for c in 0..cols {
+            put(c, r, src[r * stride + c]);
         }
     }
 }
@@ -259,5 +294,29 @@ mod tests {
         p.to_date_major(1, 3, &mut back);
         assert_eq!(back, dm[3..9].to_vec());
         assert_eq!(p.truncate_dates(2).series(2), &[2.0, 5.0]);
+    }
+
+    #[test]
+    fn tiled_transposes_cover_full_tiles_and_edges() {
+        // 37 dates × 21 assets: full 8 × 8 tiles plus ragged edges on both sides.
+        let (nd, na) = (37, 21);
+        let dm: Vec<f64> = (0..nd * na).map(|v| v as f64).collect();
+        let p = Panel::from_date_major(nd, na, &dm);
+        for t in 0..nd {
+            for a in 0..na {
+                assert_eq!(p.get(t, a), dm[t * na + a]);
+            }
+        }
+        let mut block = Vec::new();
+        p.to_date_major(3, 30, &mut block);
+        assert_eq!(block, dm[3 * na..30 * na].to_vec());
+        let mut back = Panel::nan(nd, na);
+        let dst = back.as_mut_slice().as_mut_ptr();
+        for t0 in (0..nd).step_by(16) {
+            let t1 = (t0 + 16).min(nd);
+            // SAFETY: `back` holds nd × na cells and each call writes only its own dates.
+            unsafe { scatter_date_block(dst, nd, na, t0, &dm[t0 * na..t1 * na]) };
+        }
+        assert_eq!(back, p);
     }
 }
