@@ -281,8 +281,9 @@ impl Scorer {
             n += usize::from(lab[e.1 as usize].is_finite());
         }
         sc.joint.truncate(n);
-        if !all.is_empty() {
-            day.distinct = Some(uniq as f64 / all.len() as f64);
+        let all_len = all.len();
+        if all_len > 0 {
+            day.distinct = Some(uniq as f64 / all_len as f64);
         }
 
         // Pearson IC at the main horizon and every extra one, four series per sweep.
@@ -316,38 +317,33 @@ impl Scorer {
             average_ranks(&sc.lj, |k, r| sc.lr[k as usize] = r);
             &sc.lr
         };
-        // One walk over the joint set's tie groups gives the rank IC's sums and the
-        // quintiles' label sums (quintile q holds positions floor(q·n/5) .. floor((q+1)·n/5)).
+        // The signal's average ranks over the joint set, walked in sorted order. Without
+        // ties (the common case: `uniq` counts distinct values) position p has rank p + 1.
         let mid = (n as f64 + 1.0) / 2.0;
         let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
-        let mut q = [0.0; 5];
-        let mut qb = 0;
-        let mut q_end = n / 5;
         let joint = &sc.joint;
-        let mut p0 = 0;
-        while p0 < n {
-            let mut p1 = p0 + 1;
-            while p1 < n && joint[p1].0 == joint[p0].0 {
-                p1 += 1;
-            }
-            // Positions p0..p1 share the average of ranks p0+1..=p1.
-            let u = (p0 + 1 + p1) as f64 / 2.0 - mid;
-            for (p, &(_, k)) in joint.iter().enumerate().take(p1).skip(p0) {
-                let v = label_ranks[k as usize] - mid;
+        if uniq == all_len {
+            for (p, &(_, k)) in joint.iter().enumerate() {
+                let (u, v) = ((p + 1) as f64 - mid, label_ranks[k as usize] - mid);
                 sxy += u * v;
                 sxx += u * u;
                 syy += v * v;
-                while p == q_end {
-                    qb += 1;
-                    q_end = (qb + 1) * n / 5;
-                }
-                q[qb] += lab[k as usize];
             }
-            p0 = p1;
+        } else {
+            average_ranks(joint, |k, r| {
+                let (u, v) = (r - mid, label_ranks[k as usize] - mid);
+                sxy += u * v;
+                sxx += u * u;
+                syy += v * v;
+            });
         }
         day.rank_ic = (sxx > 0.0 && syy > 0.0).then(|| (sxy / (sxx.sqrt() * syy.sqrt())).clamp(-1.0, 1.0));
+
+        // Quintiles and the long-short legs.
+        let mut q = [0.0; 5];
         for (b, qv) in q.iter_mut().enumerate() {
-            *qv /= ((b + 1) * n / 5 - b * n / 5) as f64;
+            let (lo, hi) = (b * n / 5, (b + 1) * n / 5);
+            *qv = joint[lo..hi].iter().map(|&(_, k)| lab[k as usize]).sum::<f64>() / (hi - lo) as f64;
         }
         day.quintiles = Some(q);
         let legs = n / 5;
