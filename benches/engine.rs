@@ -1,5 +1,6 @@
 //! Engine benchmarks on the full shipped panel (4,822 dates × 496 stocks):
-//! panel loading, one cross-sectional rank, one rolling correlation, scoring one signal,
+//! panel loading, one cross-sectional rank, one rolling correlation, one rolling maximum,
+//! scoring one signal,
 //! and the whole alpha101 seed set with full metrics on one thread and on all cores.
 //!
 //! Run: `cargo bench --bench engine` (figures recorded in benches/README.md).
@@ -52,6 +53,7 @@ fn benches(c: &mut Criterion) {
     let ret = eval_expr("returns", &data, &NoAlphas).expect("returns");
     g.bench_function("rank_panel", |b| b.iter(|| eval_expr("rank(returns)", &data, &NoAlphas).expect("rank")));
     g.bench_function("ts_corr_10_panel", |b| b.iter(|| eval_expr("correlation(close, volume, 10)", &data, &NoAlphas).expect("corr")));
+    g.bench_function("ts_max_10_panel", |b| b.iter(|| eval_expr("ts_max(close, 10)", &data, &NoAlphas).expect("ts_max")));
     let prep = prepare(&data, &Period::All, &Splits::default(), MetricsConfig::default()).expect("prepare");
     g.bench_function("score_one_signal", |b| b.iter(|| prep.scorer.score(&ret)));
     drop(prep);
