@@ -321,21 +321,17 @@ impl Scorer {
         // ties (the common case: `uniq` counts distinct values) position p has rank p + 1.
         let mid = (n as f64 + 1.0) / 2.0;
         let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+        let mut add = |k: u32, r: f64| {
+            let (u, v) = (r - mid, label_ranks[k as usize] - mid);
+            sxy += u * v;
+            sxx += u * u;
+            syy += v * v;
+        };
         let joint = &sc.joint;
         if uniq == all_len {
-            for (p, &(_, k)) in joint.iter().enumerate() {
-                let (u, v) = ((p + 1) as f64 - mid, label_ranks[k as usize] - mid);
-                sxy += u * v;
-                sxx += u * u;
-                syy += v * v;
-            }
+            joint.iter().enumerate().for_each(|(p, &(_, k))| add(k, (p + 1) as f64));
         } else {
-            average_ranks(joint, |k, r| {
-                let (u, v) = (r - mid, label_ranks[k as usize] - mid);
-                sxy += u * v;
-                sxx += u * u;
-                syy += v * v;
-            });
+            average_ranks(joint, add);
         }
         day.rank_ic = (sxx > 0.0 && syy > 0.0).then(|| (sxy / (sxx.sqrt() * syy.sqrt())).clamp(-1.0, 1.0));
 

@@ -91,6 +91,7 @@ pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, mut on_root:
             }
         }
     }
+    crate::data::pool::trim();
     if profile {
         let mut rows: Vec<_> = op_time.into_iter().collect();
         rows.sort_by(|a, b| b.1 .1.cmp(&a.1 .1));

@@ -16,8 +16,8 @@ pub use elementwise::Value;
 /// runs the AVX2 copy when the CPU has it (checked at run time, so the binary stays
 /// portable). For loops that the compiler vectorises: the operations and their order are
 /// the same in both copies, so the results are identical bit for bit; only the vector
-/// width changes. Measured: Pearson at four horizons 1.5× faster (`ts_rank`'s short count loops
-/// gained nothing, so it stays single-version).
+/// width changes. Measured: Pearson at four horizons 1.5× faster (`ts_rank`'s short count
+/// loops gained nothing, so it stays single-version).
 macro_rules! avx2_dispatch {
     ($(#[$m:meta])* $vis:vis fn $name:ident $(<$(const $g:ident: usize),*>)? ($($a:ident: $t:ty),* $(,)?) $(-> $r:ty)? $body:block) => {
         $(#[$m])*

@@ -60,6 +60,21 @@ pub fn delta(x: &[f64], d: usize, out: &mut [f64]) {
     }
 }
 
+/// Calls `f(t)` for every day t whose window of `d` days (t + 1 - d ..= t) is all finite.
+#[inline(always)]
+fn finite_windows(x: &[f64], d: usize, mut f: impl FnMut(usize)) {
+    let mut nbad = 0usize;
+    for t in 0..x.len() {
+        nbad += bad(x[t]);
+        if t >= d {
+            nbad -= bad(x[t - d]);
+        }
+        if t + 1 >= d && nbad == 0 {
+            f(t);
+        }
+    }
+}
+
 /// Walks the windows of length `d` whose values are all finite, calling
 /// `f(t, refresh, constant)`: `refresh` is due at the first valid window after a gap and
 /// every `d` steps after (the caller then recomputes its sums exactly); `constant` is true
@@ -365,15 +380,7 @@ fn extreme_by<const MAX: bool>(x: &[f64], d: usize, which: Extreme, out: &mut [f
             suf[i] = best;
         }
     }
-    let mut nbad = 0usize;
-    for t in 0..n {
-        nbad += bad(x[t]);
-        if t >= d {
-            nbad -= bad(x[t - d]);
-        }
-        if t + 1 < d || nbad > 0 {
-            continue;
-        }
+    finite_windows(x, d, |t| {
         let s = t + 1 - d;
         // The window is the tail of s's block (from s) plus the head of t's block (to t).
         let (old, new) = (suf[s] as usize, pre[t] as usize);
@@ -382,7 +389,7 @@ fn extreme_by<const MAX: bool>(x: &[f64], d: usize, which: Extreme, out: &mut [f
             Extreme::Min | Extreme::Max => v[f],
             Extreme::ArgMin | Extreme::ArgMax => (f - s + 1) as f64,
         };
-    }
+    });
 }
 
 /// Window product, by block prefix/suffix products (van Herk / Gil-Werman): exact O(n).
@@ -416,15 +423,7 @@ pub fn product(x: &[f64], d: usize, out: &mut [f64]) {
 /// Percentile rank of today's value among the window's d values, ties averaged, in (0, 1].
 pub fn ts_rank(x: &[f64], d: usize, out: &mut [f64]) {
     out.fill(f64::NAN);
-    let mut nbad = 0usize;
-    for t in 0..x.len() {
-        nbad += bad(x[t]);
-        if t >= d {
-            nbad -= bad(x[t - d]);
-        }
-        if t + 1 < d || nbad > 0 {
-            continue;
-        }
+    finite_windows(x, d, |t| {
         let v = x[t];
         let w = &x[t + 1 - d..=t];
         let (mut lt, mut eq) = (0u32, 0u32);
@@ -433,7 +432,7 @@ pub fn ts_rank(x: &[f64], d: usize, out: &mut [f64]) {
             eq += u32::from(u == v);
         }
         out[t] = (lt as f64 + (eq as f64 + 1.0) / 2.0) / d as f64;
-    }
+    });
 }
 
 /// Linearly decaying weighted mean: weight d for today down to 1 for the oldest day,

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Interleaved A/B timing of the alpha101 batch (100 alphas, full metrics, one thread)
+# between two builds, because this VM's speed drifts by 20 % or more over tens of minutes:
+# a "before" figure measured earlier in a session is not a baseline (session 7 was misled
+# by exactly that, see benches/README.md). Each round runs A then B back to back, and the
+# per-operator times (`--log debug`) are kept, so a kernel change is judged where it runs.
+#
+#   benches/ab.sh [REV_A [REV_B [ROUNDS]]]     # defaults: HEAD, the working tree, 5
+#
+# REV_A / REV_B: a git revision, or "." for the working tree. Revisions are checked out
+# into temporary worktrees and built with the shared CARGO_TARGET_DIR (only this crate
+# recompiles, about a minute each). Prints each run and the medians.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/env.sh
+A="${1:-HEAD}" B="${2:-.}" ROUNDS="${3:-5}"
+OUT="$(mktemp -d)"
+trap 'git worktree prune >/dev/null 2>&1 || true' EXIT
+
+build() { # rev name -> $OUT/name
+    local rev="$1" name="$2" dir
+    if [ "$rev" = "." ]; then
+        dir="$PWD"
+    else
+        dir="$OUT/src-$name"
+        git worktree add -q --detach "$dir" "$rev"
+    fi
+    (cd "$dir" && cargo build -q --release --bin alphaloop)
+    cp "$CARGO_TARGET_DIR/release/alphaloop" "$OUT/$name"
+    [ "$rev" = "." ] || git worktree remove --force "$dir"
+}
+build "$A" a
+build "$B" b
+
+SEEDS=alpha_kb/seeds/alpha101.toml
+for r in $(seq "$ROUNDS"); do
+    for v in a b; do
+        RAYON_NUM_THREADS=1 /usr/bin/time -f "wall %e" "$OUT/$v" --log debug eval --period all --json --file "$SEEDS" \
+            2>"$OUT/$v.$r.log" >"$OUT/$v.$r.json"
+        echo "round $r $v: $(grep -oE 'wall [0-9.]+' "$OUT/$v.$r.log") s, metrics $(grep -oE 'metrics\): [0-9.]+m?s' "$OUT/$v.$r.log" | cut -d' ' -f2)"
+    done
+done
+cmp -s "$OUT/a.1.json" "$OUT/b.1.json" && echo "outputs: identical" || echo "outputs: DIFFER (compare $OUT/a.1.json $OUT/b.1.json)"
+
+python3 - "$OUT" "$ROUNDS" <<'EOF'
+import re, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+def secs(s):
+    v, u = re.match(r"([0-9.]+)(ms|µs|s)", s).groups()
+    return float(v) * {"s": 1, "ms": 1e-3, "µs": 1e-6}[u]
+rows = {}
+for v in "ab":
+    for r in range(1, rounds + 1):
+        log = open(f"{out}/{v}.{r}.log", encoding="utf-8").read()
+        log = re.sub(r"\x1b\[[0-9;]*m", "", log)
+        rows.setdefault(("total", v), []).append(float(re.search(r"wall ([0-9.]+)", log).group(1)))
+        rows.setdefault(("metrics", v), []).append(secs(re.search(r"metrics\): (\S+)", log).group(1)))
+        for name, t in re.findall(r"op (\S+)\s+x\d+\s+(\S+)", log):
+            rows.setdefault((name, v), []).append(secs(t))
+names = sorted({k for k, _ in rows}, key=lambda k: -statistics.median(rows.get((k, "a"), [0])))
+print(f"{'median over ' + str(rounds) + ' rounds':<22}{'A (s)':>9}{'B (s)':>9}{'B/A':>8}")
+for k in names[:14]:
+    a, b = statistics.median(rows.get((k, "a"), [0])), statistics.median(rows.get((k, "b"), [0]))
+    print(f"{k:<22}{a:>9.3f}{b:>9.3f}{(b / a if a else float('nan')):>8.3f}")
+EOF
