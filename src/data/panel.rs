@@ -187,6 +187,12 @@ pub mod pool {
         }
     }
 
+    /// Pooled buffers of exactly `cap` cells of capacity (for tests).
+    #[cfg(test)]
+    pub(super) fn count_of_capacity(cap: usize) -> usize {
+        POOL.lock().map(|p| p.iter().filter(|b| b.capacity() == cap).count()).unwrap_or(0)
+    }
+
     /// Keeps `buf` for reuse if it is large and the pool has room; frees it otherwise.
     pub fn give(buf: Vec<f64>) {
         if buf.capacity() < MIN_CELLS {
@@ -305,6 +311,22 @@ mod tests {
         p.to_date_major(1, 3, &mut back);
         assert_eq!(back, dm[3..9].to_vec());
         assert_eq!(p.truncate_dates(2).series(2), &[2.0, 5.0]);
+    }
+
+    #[test]
+    fn pool_keeps_a_batch_of_buffers_and_trims_after() {
+        // A capacity no other test uses, so concurrent tests can only take these buffers.
+        let cap = (1 << 15) + 17;
+        for _ in 0..20 {
+            pool::give(Vec::with_capacity(cap));
+        }
+        // During a batch the pool keeps more than the 8 it keeps afterwards.
+        assert!(pool::count_of_capacity(cap) > 8, "the pool keeps a batch's buffers");
+        pool::trim();
+        assert!(pool::count_of_capacity(cap) <= 8, "trim keeps at most 8 buffers");
+        // A taken buffer has the requested length whatever it held before.
+        let b = pool::take((1 << 15) + 10);
+        assert_eq!(b.len(), (1 << 15) + 10);
     }
 
     #[test]
