@@ -122,19 +122,6 @@ pub fn mean(x: &[f64], d: usize, out: &mut [f64]) {
     out.iter_mut().for_each(|v| *v *= inv);
 }
 
-/// Sets NaN on every window that holds a non-finite value.
-fn mark_invalid(x: &[f64], d: usize, out: &mut [f64]) {
-    let mut last_bad: isize = -1;
-    for t in 0..x.len() {
-        if !x[t].is_finite() {
-            last_bad = t as isize;
-        }
-        if t + 1 < d || last_bad > t as isize - d as isize {
-            out[t] = f64::NAN;
-        }
-    }
-}
-
 /// Length of the run of identical finite values ending at t (0 for non-finite).
 #[inline(always)]
 fn run_len(x: &[f64], t: usize, prev: usize) -> usize {
@@ -396,11 +383,6 @@ fn extreme_by<const MAX: bool>(x: &[f64], d: usize, which: Extreme, out: &mut [f
 pub fn product(x: &[f64], d: usize, out: &mut [f64]) {
     let n = x.len();
     out.fill(f64::NAN);
-    if d == 1 {
-        out.copy_from_slice(x);
-        mark_invalid(x, d, out);
-        return;
-    }
     let v = |i: usize| if x[i].is_finite() { x[i] } else { 1.0 };
     let mut pre = vec![0.0; n];
     let mut suf = vec![0.0; n];
@@ -410,14 +392,11 @@ pub fn product(x: &[f64], d: usize, out: &mut [f64]) {
     for i in (0..n).rev() {
         suf[i] = if i % d == d - 1 || i == n - 1 { v(i) } else { v(i) * suf[i + 1] };
     }
-    for t in d - 1..n {
+    finite_windows(x, d, |t| {
         let s = t + 1 - d;
-        out[t] = if s % d == 0 { pre[t] } else { suf[s] * pre[t] };
-        if out[t].is_infinite() {
-            out[t] = f64::NAN;
-        }
-    }
-    mark_invalid(x, d, out);
+        let p = if s % d == 0 { pre[t] } else { suf[s] * pre[t] };
+        out[t] = if p.is_infinite() { f64::NAN } else { p };
+    });
 }
 
 /// Percentile rank of today's value among the window's d values, ties averaged, in (0, 1].
