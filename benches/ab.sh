@@ -25,7 +25,10 @@ build() { # rev name -> $OUT/name
         dir="$OUT/src-$name"
         git worktree add -q --detach "$dir" "$rev"
     fi
-    (cd "$dir" && cargo build -q --release --bin alphaloop)
+    # Both builds share one crate unit in the target dir, and cargo judges freshness by
+    # mtimes: a working tree edited before the other revision's build would look fresh
+    # and B would silently be a copy of A. Touching the crate root forces the rebuild.
+    (cd "$dir" && touch src/lib.rs && cargo build -q --release --bin alphaloop)
     cp "$CARGO_TARGET_DIR/release/alphaloop" "$OUT/$name"
     [ "$rev" = "." ] || git worktree remove --force "$dir"
 }

@@ -66,22 +66,88 @@ pub struct SortBuf {
     /// The last result: finite values as (order key, index), ascending, ties by index.
     sorted: Vec<(u64, u32)>,
     tmp: Vec<(u64, u32)>,
+    /// Packed keys for the network sort.
+    packed: Vec<u64>,
 }
 
 impl SortBuf {
     /// Sorts the finite values of `row` as (order key, index) pairs into `self.sorted`,
     /// ascending, ties by index.
     ///
-    /// A cross-section of ~500 values is sorted in four cheap passes: three 8-bit LSD
-    /// radix passes on the 24 highest bits in which the keys differ (sign, exponent and
-    /// the top mantissa bits), which leave the array sorted up to ties in those bits, then
-    /// an insertion sort that fixes the few remaining inversions. If the data is
-    /// concentrated enough that the fix-up would be long, it falls back to a full 8-pass
-    /// LSD radix sort, so the worst case stays O(n). (Measured alternatives that were not
-    /// faster here: packing the 24 bits and the index into one u64, interleaving two
-    /// halves' scatters, and warm-starting from the previous date's order, which most
-    /// alpha101 inputs move too fast for.)
+    /// Two cheap passes leave the pairs sorted up to ties in the keys' leading bits, then an
+    /// insertion sort fixes the few remaining inversions:
+    /// * up to 512 values on a CPU with AVX-512, each key with its low 9 bits replaced by
+    ///   the index is sorted as one `u64` by a sorting network ([`netsort`](super::netsort));
+    /// * otherwise three 8-bit LSD radix passes sort on the 24 highest bits in which the
+    ///   keys differ (sign, exponent and the top mantissa bits).
+    ///
+    /// If the data is concentrated enough that the fix-up would be long, it falls back to
+    /// a full 8-pass LSD radix sort, so the worst case stays O(n). (Measured alternatives
+    /// that were not faster here: packing the 24 bits and the index into one u64 for the
+    /// radix passes, interleaving two halves' scatters, and warm-starting from the
+    /// previous date's order, which most alpha101 inputs move too fast for.)
     pub fn sort_finite(&mut self, row: &[f64]) -> &[(u64, u32)] {
+        self.sort_finite_by(row, row.len() <= super::netsort::MAX && super::netsort::available())
+    }
+
+    fn sort_finite_by(&mut self, row: &[f64], network: bool) -> &[(u64, u32)] {
+        let fix = if network {
+            self.presort_network(row)
+        } else {
+            self.presort_radix(row);
+            true
+        };
+        let v = &mut self.sorted;
+        if !fix {
+            return v;
+        }
+        // Insertion fix-up with a budget of moves.
+        let n = v.len();
+        let budget = 6 * n;
+        let mut moves = 0usize;
+        for i in 1..n {
+            let e = v[i];
+            let mut j = i;
+            while j > 0 && v[j - 1].0 > e.0 {
+                v[j] = v[j - 1];
+                j -= 1;
+            }
+            v[j] = e;
+            moves += i - j;
+            if moves > budget {
+                // Both presorts and every step so far were stable, so equal keys are
+                // still in index order.
+                lsd_passes(v, &mut self.tmp, [0, 8, 16, 24, 32, 40, 48, 56]);
+                break;
+            }
+        }
+        v
+    }
+
+    /// Network presort: keys equal in all but their low 9 bits end up in index order.
+    /// Returns whether any pair is out of key order (then the fix-up must run).
+    fn presort_network(&mut self, row: &[f64]) -> bool {
+        let low = (super::netsort::MAX - 1) as u64;
+        let pk = &mut self.packed;
+        pk.resize(row.len() + 8, 0);
+        let n = super::netsort::pack_finite(row, pk);
+        let sorted = super::netsort::sort(&mut pk[..n]);
+        debug_assert!(sorted, "the caller checked the length and the CPU");
+        let v = &mut self.sorted;
+        v.clear();
+        let (mut prev, mut inverted) = (0u64, false);
+        v.extend(pk[..n].iter().map(|&p| {
+            let i = (p & low) as usize;
+            let k = order_key(row[i]);
+            inverted |= k < prev;
+            prev = k;
+            (k, i as u32)
+        }));
+        inverted
+    }
+
+    /// Radix presort: keys equal in their 24 leading differing bits stay in index order.
+    fn presort_radix(&mut self, row: &[f64]) {
         let v = &mut self.sorted;
         // Branch-free compaction of the finite values: every cell is written, and the
         // write position only advances past finite ones.
@@ -96,34 +162,15 @@ impl SortBuf {
         v.truncate(n);
         if n < 48 {
             v.sort_unstable();
-            return v;
+            return;
         }
         let k0 = v[0].0;
         let diff = v.iter().fold(0u64, |a, e| a | (e.0 ^ k0));
         if diff == 0 {
-            return v;
+            return;
         }
         let shift = (63 - diff.leading_zeros()).saturating_sub(23);
         lsd_passes(v, &mut self.tmp, [shift, shift + 8, shift + 16]);
-        // Insertion fix-up with a budget of moves.
-        let budget = 6 * n;
-        let mut moves = 0usize;
-        for i in 1..n {
-            let e = v[i];
-            let mut j = i;
-            while j > 0 && v[j - 1].0 > e.0 {
-                v[j] = v[j - 1];
-                j -= 1;
-            }
-            v[j] = e;
-            moves += i - j;
-            if moves > budget {
-                // Every step so far was stable, so equal keys are still in index order.
-                lsd_passes(v, &mut self.tmp, [0, 8, 16, 24, 32, 40, 48, 56]);
-                break;
-            }
-        }
-        v
     }
 }
 
@@ -276,7 +323,7 @@ mod tests {
             w.sort();
             w
         };
-        for n in [0, 1, 47, 48, 500, 2000] {
+        for n in [0, 1, 2, 9, 47, 48, 64, 496, 500, 512, 513, 2000] {
             // Repeated values (ties), two magnitudes, NaN and infinities.
             let row: Vec<f64> = (0..n)
                 .map(|i| match rnd() % 50 {
@@ -285,13 +332,20 @@ mod tests {
                     r => (r as f64 - 20.0) * if i % 3 == 0 { 1e-3 } else { 1e5 },
                 })
                 .collect();
-            assert_eq!(buf.sort_finite(&row), want(&row), "n = {n}");
             // Values equal in their top bits: the fix-up orders them by the full key.
             let close: Vec<f64> = (0..n).map(|_| 100.0 + (rnd() % 1000) as f64 * 1e-11).collect();
-            assert_eq!(buf.sort_finite(&close), want(&close), "close values, n = {n}");
+            // Values equal in all but the lowest mantissa bits: the network's packed keys
+            // tie and put them in index order, the fix-up in value order.
+            let ulps: Vec<f64> = (0..n).map(|_| f64::from_bits(1.0f64.to_bits() + rnd() % 700)).collect();
             // Concentrated values with a few outliers force the full fallback.
             let c: Vec<f64> = (0..n).map(|i| if i % 50 == 0 { -1e9 } else { 1.0 + (i % 97) as f64 * 1e-12 }).collect();
-            assert_eq!(buf.sort_finite(&c), want(&c), "concentrated, n = {n}");
+            let network = n <= super::super::netsort::MAX && super::super::netsort::available();
+            for (what, x) in [("mixed", &row), ("close", &close), ("ulps", &ulps), ("concentrated", &c)] {
+                for net in [false, true].into_iter().filter(|&b| !b || network) {
+                    assert_eq!(buf.sort_finite_by(x, net), want(x), "{what} values, n = {n}, network = {net}");
+                }
+                assert_eq!(buf.sort_finite(x), want(x), "{what} values, n = {n}");
+            }
         }
     }
 }

@@ -5,9 +5,11 @@
 //! * [`rolling`]: time-series windows per asset, O(n) in the series length (running sums
 //!   refreshed exactly once per window length, monotonic deques, block prefix products).
 //! * [`cross`]: per-date kernels (rank, scale, group demeaning) on a date-major copy.
+//! * [`netsort`]: the AVX-512 sorting network behind the cross-sectional sort.
 
 pub mod cross;
 pub mod elementwise;
+pub mod netsort;
 pub mod rolling;
 
 pub use elementwise::Value;
