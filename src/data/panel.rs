@@ -258,17 +258,42 @@ pub unsafe fn scatter_date_block(dst: *mut f64, nd: usize, na: usize, t0: usize,
 /// Transposes `rows × cols` values read from `src[r * stride + c]` to
 /// `dst[c * dst_stride + r]`, in 8 × 8 tiles: eight cache-line reads and eight cache-line
 /// writes per tile (a plain strided loop maps every write of a ~4 KB stride to the same
-/// few cache sets), with fixed-size inner loops the compiler unrolls.
+/// few cache sets). A tile is transposed in registers with AVX-512 where the CPU has it
+/// ([`avx512::transpose8`]), else by fixed-size loops the compiler unrolls.
 ///
 /// # Safety
 /// Every `dst + c * dst_stride + r` (r < rows, c < cols) must be valid for writes and not
 /// accessed by anyone else during the call.
 unsafe fn transpose_into(src: &[f64], stride: usize, dst: *mut f64, dst_stride: usize, rows: usize, cols: usize) {
+    #[cfg(target_arch = "x86_64")]
+    let simd = std::arch::is_x86_feature_detected!("avx512f");
+    #[cfg(not(target_arch = "x86_64"))]
+    let simd = false;
+    // SAFETY: passed on from the caller.
+    unsafe { transpose_tiles(src, stride, dst, dst_stride, rows, cols, simd) }
+}
+
+/// [`transpose_into`], with the AVX-512 tiles (`simd`, only where the CPU has it) or the
+/// portable ones.
+///
+/// # Safety
+/// As for [`transpose_into`], and `simd` only on a CPU with AVX-512F.
+unsafe fn transpose_tiles(src: &[f64], stride: usize, dst: *mut f64, dst_stride: usize, rows: usize, cols: usize, simd: bool) {
     const T: usize = 8;
     let (fr, fc) = (rows / T * T, cols / T * T);
-    let put = |c: usize, r: usize, v: f64| unsafe { *dst.add(c * dst_stride + r) = v };
+    if fr > 0 && fc > 0 {
+        assert!(src.len() >= (fr - 1) * stride + fc, "transpose out of bounds");
+    }
     for r0 in (0..fr).step_by(T) {
         for c0 in (0..fc).step_by(T) {
+            #[cfg(target_arch = "x86_64")]
+            if simd {
+                // SAFETY: the CPU has AVX-512F; the tile's reads lie inside `src` (asserted
+                // above) and its writes are the caller's cells.
+                unsafe { avx512::tile(src.as_ptr().add(r0 * stride + c0), stride, dst.add(c0 * dst_stride + r0), dst_stride) };
+                continue;
+            }
+            let _ = simd;
             let mut tile = [[0.0f64; T]; T];
             for (i, t) in tile.iter_mut().enumerate() {
                 let at = (r0 + i) * stride + c0;
@@ -286,10 +311,54 @@ unsafe fn transpose_into(src: &[f64], stride: usize, dst: *mut f64, dst_stride: 
     }
     // What the full tiles left: the right edge (columns fc..) of their rows, then every
     // column of the bottom rows (fr..).
+    let put = |c: usize, r: usize, v: f64| unsafe { *dst.add(c * dst_stride + r) = v };
     for r in 0..rows {
         let from = if r < fr { fc } else { 0 };
         for c in from..cols {
             put(c, r, src[r * stride + c]);
+        }
+    }
+}
+
+/// AVX-512 register kernels shared by the transposes here and the sorting network.
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// Transposes 8 registers as an 8 × 8 matrix of 64-bit lanes: register i, lane j
+    /// becomes register j, lane i (24 shuffles).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub fn transpose8(r: [__m512i; 8]) -> [__m512i; 8] {
+        // t: rows 2k and 2k+1 interleaved (their even columns, or their odd columns).
+        let lo = |a, b| _mm512_unpacklo_epi64(a, b);
+        let hi = |a, b| _mm512_unpackhi_epi64(a, b);
+        let (t0, t1, t2, t3) = (lo(r[0], r[1]), hi(r[0], r[1]), lo(r[2], r[3]), hi(r[2], r[3]));
+        let (t4, t5, t6, t7) = (lo(r[4], r[5]), hi(r[4], r[5]), lo(r[6], r[7]), hi(r[6], r[7]));
+        // u: rows 0..4 (or 4..8) of columns c and c + 4, for c = 0, 2, 1, 3.
+        let first = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+        let second = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+        let q = |a, ix, b| _mm512_permutex2var_epi64(a, ix, b);
+        let (u0, u1, u2, u3) = (q(t0, first, t2), q(t0, second, t2), q(t1, first, t3), q(t1, second, t3));
+        let (u4, u5, u6, u7) = (q(t4, first, t6), q(t4, second, t6), q(t5, first, t7), q(t5, second, t7));
+        let lo4 = |a, b| _mm512_shuffle_i64x2::<0x44>(a, b);
+        let hi4 = |a, b| _mm512_shuffle_i64x2::<0xEE>(a, b);
+        [lo4(u0, u4), lo4(u2, u6), lo4(u1, u5), lo4(u3, u7), hi4(u0, u4), hi4(u2, u6), hi4(u1, u5), hi4(u3, u7)]
+    }
+
+    /// Transposes one 8 × 8 tile: rows `src + i * stride` (8 cells each) to rows
+    /// `dst + j * dst_stride`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, and the 8 rows of 8 cells at both ends must be
+    /// valid (for reads at `src`, for writes at `dst`).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn tile(src: *const f64, stride: usize, dst: *mut f64, dst_stride: usize) {
+        let load = |i: usize| unsafe { _mm512_loadu_epi64(src.add(i * stride) as *const i64) };
+        let t = transpose8([load(0), load(1), load(2), load(3), load(4), load(5), load(6), load(7)]);
+        for (j, v) in t.into_iter().enumerate() {
+            unsafe { _mm512_storeu_epi64(dst.add(j * dst_stride) as *mut i64, v) };
         }
     }
 }
@@ -351,5 +420,10 @@ mod tests {
             unsafe { scatter_date_block(dst, nd, na, t0, &dm[t0 * na..t1 * na]) };
         }
         assert_eq!(back, p);
+        // The portable tiles too, where the AVX-512 ones ran above.
+        let mut out = vec![f64::NAN; nd * na];
+        // SAFETY: `out` holds nd × na cells; simd = false needs no CPU feature.
+        unsafe { transpose_tiles(&dm, na, out.as_mut_ptr(), nd, nd, na, false) };
+        assert_eq!(out, p.as_slice());
     }
 }

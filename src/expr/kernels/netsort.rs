@@ -72,7 +72,7 @@ mod avx512 {
         (_mm512_min_epu64(x, y), _mm512_max_epu64(x, y))
     }
 
-    /// The two-source lane permutations [`clean2`] and [`transpose8`] use, built once per
+    /// The lane permutations [`clean2`] and [`merge`] use, built once per
     /// sort (index k < 8 takes lane k of the first source, 8 + k lane k of the second).
     struct Perms {
         rev: __m512i,
@@ -117,24 +117,6 @@ mod avx512 {
         (_mm512_permutex2var_epi64(l, p.out_a, h), _mm512_permutex2var_epi64(l, p.out_b, h))
     }
 
-    /// Transposes 8 registers as an 8 × 8 matrix of keys.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn transpose8(r: [__m512i; 8], p: &Perms) -> [__m512i; 8] {
-        // t_k: rows 2k and 2k+1 interleaved (even columns in lo, odd columns in hi).
-        let lo = |a, b| _mm512_unpacklo_epi64(a, b);
-        let hi = |a, b| _mm512_unpackhi_epi64(a, b);
-        let (t0, t1, t2, t3) = (lo(r[0], r[1]), hi(r[0], r[1]), lo(r[2], r[3]), hi(r[2], r[3]));
-        let (t4, t5, t6, t7) = (lo(r[4], r[5]), hi(r[4], r[5]), lo(r[6], r[7]), hi(r[6], r[7]));
-        // u: rows 0..4 (or 4..8) of columns (c, c + 4), for c = 0, 2, 1, 3.
-        let q = |a, ix, b| _mm512_permutex2var_epi64(a, ix, b);
-        let (u0, u1, u2, u3) = (q(t0, p.d2_lo, t2), q(t0, p.d2_hi, t2), q(t1, p.d2_lo, t3), q(t1, p.d2_hi, t3));
-        let (u4, u5, u6, u7) = (q(t4, p.d2_lo, t6), q(t4, p.d2_hi, t6), q(t5, p.d2_lo, t7), q(t5, p.d2_hi, t7));
-        let lo4 = |a, b| _mm512_shuffle_i64x2::<0x44>(a, b);
-        let hi4 = |a, b| _mm512_shuffle_i64x2::<0xEE>(a, b);
-        [lo4(u0, u4), lo4(u2, u6), lo4(u1, u5), lo4(u3, u7), hi4(u0, u4), hi4(u2, u6), hi4(u1, u5), hi4(u3, u7)]
-    }
-
     /// Sorts 64 keys held in 8 registers: Batcher's 19-comparator network sorts every
     /// lane across the registers, a transpose turns those columns into 8 sorted
     /// registers, and three merge levels join them, all in registers.
@@ -148,7 +130,7 @@ mod avx512 {
         for (i, j) in NET {
             (r[i], r[j]) = minmax(r[i], r[j]);
         }
-        let mut r = transpose8(r, p);
+        let mut r = crate::data::avx512::transpose8(r);
         for w in [1, 2, 4] {
             for s in (0..8).step_by(2 * w) {
                 merge(&mut r[s..s + 2 * w], p);
