@@ -127,23 +127,12 @@ impl SortBuf {
     /// Network presort: keys equal in all but their low 9 bits end up in index order.
     /// Returns whether any pair is out of key order (then the fix-up must run).
     fn presort_network(&mut self, row: &[f64]) -> bool {
-        let low = (super::netsort::MAX - 1) as u64;
         let pk = &mut self.packed;
         pk.resize(row.len() + 8, 0);
         let n = super::netsort::pack_finite(row, pk);
         let sorted = super::netsort::sort(&mut pk[..n]);
         debug_assert!(sorted, "the caller checked the length and the CPU");
-        let v = &mut self.sorted;
-        v.clear();
-        let (mut prev, mut inverted) = (0u64, false);
-        v.extend(pk[..n].iter().map(|&p| {
-            let i = (p & low) as usize;
-            let k = order_key(row[i]);
-            inverted |= k < prev;
-            prev = k;
-            (k, i as u32)
-        }));
-        inverted
+        super::netsort::unpack(&pk[..n], row, &mut self.sorted)
     }
 
     /// Radix presort: keys equal in their 24 leading differing bits stay in index order.

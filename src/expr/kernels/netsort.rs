@@ -55,6 +55,29 @@ pub fn pack_finite(row: &[f64], out: &mut [u64]) -> usize {
     unreachable!("available() is false here")
 }
 
+/// The inverse of [`pack_finite`] after [`sort`]: replaces `out` by the (order key,
+/// index) pairs of the sorted packed keys, reading each full key back from `row`, and
+/// returns whether any key is smaller than the one before it (keys that differ only in
+/// the low 9 bits, left in index order: the caller must then finish the sort). Only
+/// where [`available`].
+pub fn unpack(packed: &[u64], row: &[f64], out: &mut Vec<(u64, u32)>) -> bool {
+    assert!(row.len() <= MAX && packed.len() <= row.len() && available(), "unpack: bad call");
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the CPU has AVX-512F (checked above); every packed index is below MAX and
+    // below row.len() (pack_finite wrote them), which the kernel checks again by masking.
+    unsafe {
+        avx512::unpack(packed, row, out)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!("available() is false here")
+}
+
+// The kernel writes each (u64, u32) pair as two u64 lanes: key, then index (the upper half
+// of the second lane is the tuple's padding).
+const _: () = assert!(
+    std::mem::size_of::<(u64, u32)>() == 16 && std::mem::offset_of!((u64, u32), 0) == 0 && std::mem::offset_of!((u64, u32), 1) == 8
+);
+
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use std::arch::x86_64::*;
@@ -244,6 +267,48 @@ mod avx512 {
             ix = _mm512_add_epi64(ix, step);
         }
         n
+    }
+
+    /// See [`super::unpack`].
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and `packed` must come from `pack_finite(row, ..)`.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn unpack(packed: &[u64], row: &[f64], out: &mut Vec<(u64, u32)>) -> bool {
+        let n = packed.len();
+        out.clear();
+        out.reserve(n);
+        let (src, dst) = (packed.as_ptr() as *const i64, out.as_mut_ptr() as *mut i64);
+        let low = _mm512_set1_epi64(511);
+        let top = _mm512_set1_epi64(i64::MIN);
+        let zero = _mm512_setzero_pd();
+        let first = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
+        let second = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+        let mut prev = _mm512_setzero_si512();
+        let mut inverted = 0u8;
+        for q in 0..n.div_ceil(8) {
+            let lanes = ((1u16 << (n - 8 * q).min(8)) - 1) as __mmask8;
+            // SAFETY: only lanes inside `packed` are read; indices lie inside `row`.
+            let ix = _mm512_and_si512(unsafe { _mm512_maskz_loadu_epi64(lanes, src.add(8 * q)) }, low);
+            let x = unsafe { _mm512_mask_i64gather_pd::<8>(zero, lanes, ix, row.as_ptr()) };
+            // order_key, as in pack_finite.
+            let b = _mm512_castpd_si512(_mm512_add_pd(x, zero));
+            let key = _mm512_xor_si512(b, _mm512_or_si512(_mm512_srai_epi64::<63>(b), top));
+            // Each key against the one before it: [previous register's last, this one's 0..6].
+            let before = _mm512_alignr_epi64::<7>(key, prev);
+            inverted |= _mm512_mask_cmpgt_epu64_mask(lanes, before, key);
+            prev = key;
+            let (lo, hi) = (_mm512_permutex2var_epi64(key, first, ix), _mm512_permutex2var_epi64(key, second, ix));
+            let (m_lo, m_hi) = ((lanes & 0x0f) as u16, (lanes >> 4) as u16);
+            // SAFETY: pairs 8q .. 8q + lanes lie inside out's reserved capacity.
+            unsafe {
+                _mm512_mask_storeu_epi64(dst.add(16 * q), (((m_lo & 1) * 3) | ((m_lo & 2) * 6) | ((m_lo & 4) * 12) | ((m_lo & 8) * 24)) as __mmask8, lo);
+                _mm512_mask_storeu_epi64(dst.add(16 * q + 8), (((m_hi & 1) * 3) | ((m_hi & 2) * 6) | ((m_hi & 4) * 12) | ((m_hi & 8) * 24)) as __mmask8, hi);
+            }
+        }
+        // SAFETY: the loop wrote all n pairs (both lanes of each).
+        unsafe { out.set_len(n) };
+        inverted != 0
     }
 
     /// Sorts `v` (at most 512 keys) ascending.
