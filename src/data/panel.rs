@@ -223,6 +223,14 @@ pub fn prefetch(p: *const f64, len: usize) {
     }
 }
 
+/// Transposes `src`, read as rows of `cols` values, into `dst` (`cols` rows of
+/// `src.len() / cols` values).
+pub fn transpose(src: &[f64], cols: usize, dst: &mut [f64]) {
+    if cols > 0 {
+        transpose_strided(src, cols, dst, src.len() / cols, cols);
+    }
+}
+
 /// Transposes `rows × cols` values read from `src[r * stride + c]` into
 /// `dst[c * rows + r]`.
 fn transpose_strided(src: &[f64], stride: usize, dst: &mut [f64], rows: usize, cols: usize) {

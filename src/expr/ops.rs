@@ -10,7 +10,7 @@ use super::kernels::cross;
 use super::kernels::elementwise::{map1, map2, map3};
 use super::kernels::rolling::{self, Extreme};
 use super::kernels::Value;
-use crate::data::Groups;
+use crate::data::{Groups, Panel};
 use std::sync::Arc;
 
 /// What an argument must be.
@@ -106,10 +106,10 @@ fn ts(v: Vec<Value>, c: &OpCtx, k: fn(&[f64], usize, &mut [f64])) -> Value {
     Value::Panel(Arc::new(rolling::apply(&p, c.windows[0], k)))
 }
 
-fn ts2(v: Vec<Value>, c: &OpCtx, k: fn(&[f64], &[f64], usize, &mut [f64])) -> Value {
+fn ts2(v: Vec<Value>, c: &OpCtx, k: fn(&Panel, &Panel, usize) -> Panel) -> Value {
     let [x, y] = args(v);
     let (x, y) = (x.into_panel(c.n_dates, c.n_assets), y.into_panel(c.n_dates, c.n_assets));
-    Value::Panel(Arc::new(rolling::apply2(&x, &y, c.windows[0], k)))
+    Value::Panel(Arc::new(k(&x, &y, c.windows[0])))
 }
 
 fn ts_extreme(v: Vec<Value>, c: &OpCtx, which: Extreme) -> Value {
@@ -170,8 +170,8 @@ pub static CATALOGUE: &[OpDef] = &[
     OpDef { name: "ts_sum", aliases: &["sum"], params: SW, kind: TimeSeries, doc: "ts_sum(x, d) / sum(x, d): sum over the past d days", eval: |v, c| ts(v, c, rolling::sum) },
     OpDef { name: "ts_mean", aliases: &["mean"], params: SW, kind: TimeSeries, doc: "ts_mean(x, d): mean over the past d days", eval: |v, c| ts(v, c, rolling::mean) },
     OpDef { name: "ts_std", aliases: &["stddev"], params: SW, kind: TimeSeries, doc: "ts_std(x, d) / stddev(x, d): sample standard deviation (ddof = 1) over the past d days", eval: |v, c| ts(v, c, rolling::std) },
-    OpDef { name: "ts_corr", aliases: &["correlation"], params: SSW, kind: TimeSeries, doc: "ts_corr(x, y, d) / correlation(x, y, d): Pearson correlation over the past d days; NaN when either side is constant", eval: |v, c| ts2(v, c, rolling::corr) },
-    OpDef { name: "ts_cov", aliases: &["covariance"], params: SSW, kind: TimeSeries, doc: "ts_cov(x, y, d) / covariance(x, y, d): sample covariance (ddof = 1) over the past d days", eval: |v, c| ts2(v, c, rolling::cov) },
+    OpDef { name: "ts_corr", aliases: &["correlation"], params: SSW, kind: TimeSeries, doc: "ts_corr(x, y, d) / correlation(x, y, d): Pearson correlation over the past d days; NaN when either side is constant", eval: |v, c| ts2(v, c, rolling::corr_panel) },
+    OpDef { name: "ts_cov", aliases: &["covariance"], params: SSW, kind: TimeSeries, doc: "ts_cov(x, y, d) / covariance(x, y, d): sample covariance (ddof = 1) over the past d days", eval: |v, c| ts2(v, c, rolling::cov_panel) },
     OpDef { name: "ts_min", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_min(x, d), also min(x, d) with a constant d: minimum over the past d days", eval: |v, c| ts_extreme(v, c, Extreme::Min) },
     OpDef { name: "ts_max", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_max(x, d), also max(x, d) with a constant d: maximum over the past d days", eval: |v, c| ts_extreme(v, c, Extreme::Max) },
     OpDef { name: "ts_argmin", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_argmin(x, d): 1-based day of the minimum counted from the oldest (d = today); ties give the oldest", eval: |v, c| ts_extreme(v, c, Extreme::ArgMin) },

@@ -12,6 +12,8 @@
 use crate::data::Panel;
 use rayon::prelude::*;
 
+mod lanes;
+
 /// Applies a one-input kernel to every asset in parallel. Kernels write every cell of
 /// their output (NaN where undefined), so the output needs no initial fill ([`Panel::scratch`]).
 pub fn per_asset(x: &Panel, k: impl Fn(&[f64], &mut [f64]) + Sync) -> Panel {
@@ -21,19 +23,6 @@ pub fn per_asset(x: &Panel, k: impl Fn(&[f64], &mut [f64]) + Sync) -> Panel {
         return out;
     }
     out.par_series_mut().enumerate().for_each(|(a, o)| k(&x.as_slice()[a * nd..(a + 1) * nd], o));
-    out
-}
-
-/// Applies a two-input kernel to every asset in parallel.
-pub fn per_asset2(x: &Panel, y: &Panel, k: impl Fn(&[f64], &[f64], &mut [f64]) + Sync) -> Panel {
-    let mut out = Panel::scratch(x.n_dates(), x.n_assets());
-    let nd = x.n_dates();
-    if nd == 0 {
-        return out;
-    }
-    out.par_series_mut()
-        .enumerate()
-        .for_each(|(a, o)| k(&x.as_slice()[a * nd..(a + 1) * nd], &y.as_slice()[a * nd..(a + 1) * nd], o));
     out
 }
 
@@ -290,20 +279,48 @@ fn pair_windows(x: &[f64], y: &[f64], d: usize, out: &mut [f64], mut f: impl FnM
     }
 }
 
+/// Sample covariance (ddof = 1) of one window's moments; 0 when a side is constant.
+#[inline(always)]
+fn cov_of((c, _, _): (f64, f64, f64), cx: bool, cy: bool) -> f64 {
+    if cx | cy {
+        0.0
+    } else {
+        c
+    }
+}
+
+/// Pearson correlation of one window's moments; NaN when either side has zero variance.
+#[inline(always)]
+fn corr_of((c, vx, vy): (f64, f64, f64), cx: bool, cy: bool) -> f64 {
+    // Computed unconditionally and selected, so that eight lanes vectorise ([`lanes`]);
+    // the clamp is `f64::clamp`'s (NaN stays NaN).
+    let r = c / (vx.sqrt() * vy.sqrt());
+    let r = if r < -1.0 { -1.0 } else if r > 1.0 { 1.0 } else { r };
+    if cx | cy | (vx <= 0.0) | (vy <= 0.0) {
+        f64::NAN
+    } else {
+        r
+    }
+}
+
 /// Sample covariance (ddof = 1).
 pub fn cov(x: &[f64], y: &[f64], d: usize, out: &mut [f64]) {
-    pair_windows(x, y, d, out, |(c, _, _), cx, cy| if cx || cy { 0.0 } else { c });
+    pair_windows(x, y, d, out, cov_of);
 }
 
 /// Pearson correlation; NaN when either side has zero variance in the window.
 pub fn corr(x: &[f64], y: &[f64], d: usize, out: &mut [f64]) {
-    pair_windows(x, y, d, out, |(c, vx, vy), cx, cy| {
-        if cx || cy || vx <= 0.0 || vy <= 0.0 {
-            f64::NAN
-        } else {
-            (c / (vx.sqrt() * vy.sqrt())).clamp(-1.0, 1.0)
-        }
-    });
+    pair_windows(x, y, d, out, corr_of);
+}
+
+/// [`cov`] of every asset of two panels, eight assets at a time ([`lanes`]).
+pub fn cov_panel(x: &Panel, y: &Panel, d: usize) -> Panel {
+    lanes::pair_panel(x, y, d, cov_of)
+}
+
+/// [`corr`] of every asset of two panels, eight assets at a time ([`lanes`]).
+pub fn corr_panel(x: &Panel, y: &Panel, d: usize) -> Panel {
+    lanes::pair_panel(x, y, d, corr_of)
 }
 
 /// Which statistic a monotonic-deque pass returns.
@@ -461,9 +478,4 @@ pub fn ffill(x: &[f64], d: usize, out: &mut [f64]) {
 /// Runs a window kernel on every asset of a panel.
 pub fn apply(x: &Panel, d: usize, k: fn(&[f64], usize, &mut [f64])) -> Panel {
     per_asset(x, |s, o| k(s, d, o))
-}
-
-/// Runs a two-input window kernel on every asset.
-pub fn apply2(x: &Panel, y: &Panel, d: usize, k: fn(&[f64], &[f64], usize, &mut [f64])) -> Panel {
-    per_asset2(x, y, |a, b, o| k(a, b, d, o))
 }

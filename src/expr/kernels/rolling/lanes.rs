@@ -1,0 +1,301 @@
+//! `ts_corr` and `ts_cov` over eight assets at once, one asset per vector lane.
+//!
+//! Why: the one-asset walk ([`pair_windows`](super::pair_windows)) is bound by its divider
+//! (three divisions and two square roots per window) and by its serial running sums. Eight
+//! assets side by side keep exactly the same operations per lane, in the same order (so
+//! the results are identical bit for bit), while each divide, square root and add works
+//! on eight lanes per instruction. What is rare and per-asset stays per lane: the exact
+//! recompute of the sums once per `d` steps and of an ill-conditioned window.
+
+use super::{exact_moments, ILL_CONDITIONED};
+use crate::data::Panel;
+use rayon::prelude::*;
+
+/// Assets per group.
+pub const W: usize = 8;
+
+/// Running co-moment sums of the eight lanes (one [`Comoments`](super::Comoments) per
+/// lane, as arrays).
+#[derive(Default)]
+struct Sums {
+    kx: [f64; W],
+    ky: [f64; W],
+    sx: [f64; W],
+    sy: [f64; W],
+    sxx: [f64; W],
+    syy: [f64; W],
+    sxy: [f64; W],
+}
+
+/// A two-series window kernel on panels: for each asset, `f(moments, x constant, y
+/// constant)` on every window where both series are finite, NaN elsewhere, exactly as
+/// [`pair_windows`](super::pair_windows) computes it. Groups of eight assets run in vector
+/// lanes; the remaining assets run one by one.
+pub fn pair_panel<F>(x: &Panel, y: &Panel, d: usize, f: F) -> Panel
+where
+    F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy + Sync,
+{
+    let (nd, na) = (x.n_dates(), x.n_assets());
+    let mut out = Panel::scratch(nd, na);
+    if nd == 0 || na == 0 {
+        return out;
+    }
+    out.as_mut_slice().par_chunks_mut(W * nd).enumerate().for_each_init(
+        || (Vec::new(), Vec::new(), Vec::new()),
+        |(xi, yi, oi), (g, o)| {
+            let a0 = g * W;
+            if o.len() < W * nd {
+                for (j, oa) in o.chunks_mut(nd).enumerate() {
+                    super::pair_windows(x.series(a0 + j), y.series(a0 + j), d, oa, f);
+                }
+                return;
+            }
+            let (xs, ys) = (&x.as_slice()[a0 * nd..(a0 + W) * nd], &y.as_slice()[a0 * nd..(a0 + W) * nd]);
+            // Day-major copies: x[t * W + l] is asset a0 + l on day t.
+            for (src, dst) in [(xs, &mut *xi), (ys, &mut *yi)] {
+                dst.clear();
+                dst.resize(W * nd, 0.0);
+                crate::data::transpose(src, nd, dst);
+            }
+            oi.clear();
+            oi.resize(W * nd, 0.0);
+            let xl: [&[f64]; W] = std::array::from_fn(|l| &xs[l * nd..(l + 1) * nd]);
+            let yl: [&[f64]; W] = std::array::from_fn(|l| &ys[l * nd..(l + 1) * nd]);
+            windows8(xi, yi, xl, yl, d, oi, f);
+            crate::data::transpose(oi, W, o);
+        },
+    );
+    out
+}
+
+/// Runs [`walk`] as AVX-512 code where the CPU has it (the same operations, wider vectors).
+fn windows8<F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy>(
+    x: &[f64],
+    y: &[f64],
+    xs: [&[f64]; W],
+    ys: [&[f64]; W],
+    d: usize,
+    out: &mut [f64],
+    f: F,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        #[target_feature(enable = "avx512f")]
+        fn wide<F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy>(
+            x: &[f64],
+            y: &[f64],
+            xs: [&[f64]; W],
+            ys: [&[f64]; W],
+            d: usize,
+            out: &mut [f64],
+            f: F,
+        ) {
+            walk(x, y, xs, ys, d, out, f)
+        }
+        // SAFETY: the CPU supports AVX-512F (checked just above).
+        return unsafe { wide(x, y, xs, ys, d, out, f) };
+    }
+    walk(x, y, xs, ys, d, out, f)
+}
+
+/// Day t's eight lanes (one bounds check, then a vector load).
+#[inline(always)]
+fn row(v: &[f64], t: usize) -> [f64; W] {
+    let s = &v[t * W..t * W + W];
+    std::array::from_fn(|l| s[l])
+}
+
+/// [`Comoments::exact`](super::Comoments::exact) of days `from..to` for every lane, operation for operation
+/// (`f64`'s `sum` starts from −0.0; the moment sums from 0.0).
+#[inline(always)]
+fn exact8(x: &[f64], y: &[f64], from: usize, to: usize) -> Sums {
+    let n = (to - from) as f64;
+    let (mut mx, mut my) = ([-0.0; W], [-0.0; W]);
+    for t in from..to {
+        let (xt, yt) = (row(x, t), row(y, t));
+        for l in 0..W {
+            mx[l] += xt[l];
+            my[l] += yt[l];
+        }
+    }
+    let mut s = Sums { kx: mx.map(|v| v / n), ky: my.map(|v| v / n), ..Sums::default() };
+    for t in from..to {
+        let (xt, yt) = (row(x, t), row(y, t));
+        for l in 0..W {
+            let (a, b) = (xt[l] - s.kx[l], yt[l] - s.ky[l]);
+            s.sx[l] += a;
+            s.sy[l] += b;
+            s.sxx[l] += a * a;
+            s.syy[l] += b * b;
+            s.sxy[l] += a * b;
+        }
+    }
+    s
+}
+
+/// The walk of [`pair_windows`](super::pair_windows) for eight lanes: `x[t * W + l]` is
+/// lane l's value on day t (likewise `y` and `out`); `xs[l]`, `ys[l]` are lane l's series
+/// in one piece, for the exact recomputes.
+#[inline(always)]
+fn walk<F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy>(
+    x: &[f64],
+    y: &[f64],
+    xs: [&[f64]; W],
+    ys: [&[f64]; W],
+    d: usize,
+    out: &mut [f64],
+    f: F,
+) {
+    let n = x.len() / W;
+    if d < 2 {
+        out.fill(f64::NAN);
+        return;
+    }
+    let dn = d as f64;
+    let du = d as u64;
+    let (mut nbad, mut since, mut rx, mut ry) = ([0u64; W], [u64::MAX; W], [0u64; W], [0u64; W]);
+    let mut c = Sums::default();
+    let finite = |v: f64| v - v == 0.0;
+    for t in 0..n {
+        let (xt, yt) = (row(x, t), row(y, t));
+        let (xp, yp) = if t > 0 { (row(x, t - 1), row(y, t - 1)) } else { ([f64::NAN; W], [f64::NAN; W]) };
+        // Before day d the window drops nothing: zeros count as finite and are not pushed.
+        let (xo, yo) = if t >= d { (row(x, t - d), row(y, t - d)) } else { ([0.0; W], [0.0; W]) };
+        let mut valid = [false; W];
+        let mut refresh = 0u32;
+        for l in 0..W {
+            let (a, b) = (xt[l], yt[l]);
+            let (fa, fb) = (finite(a), finite(b));
+            rx[l] = if fa { if a == xp[l] { rx[l] + 1 } else { 1 } } else { 0 };
+            ry[l] = if fb { if b == yp[l] { ry[l] + 1 } else { 1 } } else { 0 };
+            nbad[l] = nbad[l] + u64::from(!(fa & fb)) - u64::from(!(finite(xo[l]) & finite(yo[l])));
+            let ok = t + 1 >= d && nbad[l] == 0;
+            let due = since[l] >= du;
+            // Comoments::push(x[t], y[t], 1) then push(x[t-d], y[t-d], -1), term by term:
+            // 1·a is a and (−1·a)·b is −(a·b), exactly.
+            let (ka, kb) = (a - c.kx[l], b - c.ky[l]);
+            let (oa, ob) = (xo[l] - c.kx[l], yo[l] - c.ky[l]);
+            let keep = ok & !due;
+            c.sx[l] = if keep { c.sx[l] + ka - oa } else { c.sx[l] };
+            c.sy[l] = if keep { c.sy[l] + kb - ob } else { c.sy[l] };
+            c.sxx[l] = if keep { c.sxx[l] + ka * ka - oa * oa } else { c.sxx[l] };
+            c.syy[l] = if keep { c.syy[l] + kb * kb - ob * ob } else { c.syy[l] };
+            c.sxy[l] = if keep { c.sxy[l] + ka * kb - oa * ob } else { c.sxy[l] };
+            since[l] = if !ok {
+                u64::MAX
+            } else if due {
+                1
+            } else {
+                since[l].wrapping_add(1)
+            };
+            valid[l] = ok;
+            refresh |= u32::from(ok & due) << l;
+        }
+        if refresh != 0 {
+            // Usually every lane at once (their schedules only part at gaps in the data):
+            // recompute all eight and keep the lanes that are due.
+            let e = exact8(x, y, t + 1 - d, t + 1);
+            for l in 0..W {
+                let m = refresh >> l & 1 == 1;
+                for (dst, src) in [
+                    (&mut c.kx, &e.kx),
+                    (&mut c.ky, &e.ky),
+                    (&mut c.sx, &e.sx),
+                    (&mut c.sy, &e.sy),
+                    (&mut c.sxx, &e.sxx),
+                    (&mut c.syy, &e.syy),
+                    (&mut c.sxy, &e.sxy),
+                ] {
+                    dst[l] = if m { src[l] } else { dst[l] };
+                }
+            }
+        }
+        let o = &mut out[t * W..(t + 1) * W];
+        let mut exact = 0u32;
+        for l in 0..W {
+            // Comoments::moments, operation for operation.
+            let cov = (c.sxy[l] - c.sx[l] * c.sy[l] / dn) / (dn - 1.0);
+            let vx = (c.sxx[l] - c.sx[l] * c.sx[l] / dn) / (dn - 1.0);
+            let vy = (c.syy[l] - c.sy[l] * c.sy[l] / dn) / (dn - 1.0);
+            let ill = (vx * (dn - 1.0) <= ILL_CONDITIONED * (c.sxx[l] + dn * c.kx[l] * c.kx[l]))
+                | (vy * (dn - 1.0) <= ILL_CONDITIONED * (c.syy[l] + dn * c.ky[l] * c.ky[l]));
+            let (cx, cy) = (rx[l] >= du, ry[l] >= du);
+            // Selects, not branches, so that the lanes vectorise.
+            let z = cx | cy;
+            let m = (if z { 0.0 } else { cov }, if z { 0.0 } else { vx }, if z { 0.0 } else { vy });
+            let r = f(m, cx, cy);
+            o[l] = if valid[l] { r } else { f64::NAN };
+            exact |= u32::from(valid[l] & ill & !cx & !cy) << l;
+        }
+        while exact != 0 {
+            let l = exact.trailing_zeros() as usize;
+            exact &= exact - 1;
+            o[l] = f(exact_moments(&xs[l][t + 1 - d..=t], &ys[l][t + 1 - d..=t]), false, false);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{corr, cov};
+    use crate::data::Panel;
+
+    /// Assets whose series stress every path: NaN gaps, constant runs, values equal up to
+    /// rounding (ill-conditioned windows), large offsets, infinities.
+    fn panel(nd: usize, na: usize, seed: u64) -> Panel {
+        let mut s = seed;
+        let mut rnd = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let mut data = Vec::with_capacity(nd * na);
+        for a in 0..na {
+            let mut level = 100.0;
+            for t in 0..nd {
+                let r = rnd();
+                let v = match (a % 5, r % 23) {
+                    (_, 0) => f64::NAN,
+                    (_, 1) if a % 3 == 0 => f64::INFINITY,
+                    (0, _) => (r % 4) as f64,                             // many ties and runs
+                    (1, _) => 1e6 + ((r % 3) as f64) * 1e-9,              // near-constant
+                    (2, _) if (t / 17) % 2 == 0 => 7.0,                   // constant stretches
+                    _ => {
+                        level *= 1.0 + ((r % 2001) as f64 - 1000.0) * 1e-5;
+                        level
+                    }
+                };
+                data.push(v);
+            }
+        }
+        Panel::from_asset_major(nd, na, data)
+    }
+
+    #[test]
+    fn lanes_equal_the_one_asset_walk_bit_for_bit() {
+        for (nd, na) in [(300, 19), (40, 8), (5, 16), (0, 9), (60, 3)] {
+            let (x, y) = (panel(nd, na, 11 + nd as u64), panel(nd, na, 977 + na as u64));
+            for d in [1, 2, 3, 5, 10, 30, nd.max(1), nd + 1] {
+                for (name, lanes, one) in [
+                    ("corr", super::super::corr_panel(&x, &y, d), corr as fn(&[f64], &[f64], usize, &mut [f64])),
+                    ("cov", super::super::cov_panel(&x, &y, d), cov),
+                ] {
+                    for a in 0..na {
+                        let mut want = vec![0.0; nd];
+                        one(x.series(a), y.series(a), d, &mut want);
+                        let got = lanes.series(a);
+                        for t in 0..nd {
+                            assert!(
+                                got[t].to_bits() == want[t].to_bits() || (got[t].is_nan() && want[t].is_nan()),
+                                "{name} nd={nd} na={na} d={d} asset {a} day {t}: lanes {} one-asset {}",
+                                got[t],
+                                want[t]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
