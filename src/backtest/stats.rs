@@ -49,6 +49,7 @@ pub fn pearson_many<const K: usize>(x: &[f64], ys: [&[f64]; K], min: usize) -> [
     // `v - v == 0` exactly when v is finite (NaN and ±inf give NaN); unlike `is_finite`
     // it stays in float registers, which lets the loop vectorise.
     #[inline(always)]
+    #[allow(clippy::eq_op)]
     fn ok(v: f64) -> bool {
         v - v == 0.0
     }
