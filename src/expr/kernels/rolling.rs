@@ -318,6 +318,11 @@ pub fn cov_panel(x: &Panel, y: &Panel, d: usize) -> Panel {
     lanes::pair_panel(x, y, d, cov_of)
 }
 
+/// [`ts_rank`] of every asset of a panel, eight assets at a time ([`lanes`]).
+pub fn ts_rank_panel(x: &Panel, d: usize) -> Panel {
+    lanes::ts_rank_panel(x, d)
+}
+
 /// [`corr`] of every asset of two panels, eight assets at a time ([`lanes`]).
 pub fn corr_panel(x: &Panel, y: &Panel, d: usize) -> Panel {
     lanes::pair_panel(x, y, d, corr_of)

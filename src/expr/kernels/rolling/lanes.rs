@@ -1,4 +1,4 @@
-//! `ts_corr` and `ts_cov` over eight assets at once, one asset per vector lane.
+//! `ts_corr`, `ts_cov` and `ts_rank` over eight assets at once, one asset per vector lane.
 //!
 //! Why: the one-asset walk ([`pair_windows`](super::pair_windows)) is bound by its divider
 //! (three divisions and two square roots per window) and by its serial running sums. Eight
@@ -27,45 +27,108 @@ struct Sums {
     sxy: [f64; W],
 }
 
-/// A two-series window kernel on panels: for each asset, `f(moments, x constant, y
-/// constant)` on every window where both series are finite, NaN elsewhere, exactly as
-/// [`pair_windows`](super::pair_windows) computes it. Groups of eight assets run in vector
-/// lanes; the remaining assets run one by one.
-pub fn pair_panel<F>(x: &Panel, y: &Panel, d: usize, f: F) -> Panel
-where
-    F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy + Sync,
-{
-    let (nd, na) = (x.n_dates(), x.n_assets());
+/// Runs a window kernel over every asset of `K` input panels: groups of eight assets go
+/// to `eight(interleaved inputs, each input's eight series, interleaved output)`, where
+/// `x[t * W + l]` is the group's asset l on day t; the remaining assets go one by one to
+/// `one(series, output)`.
+fn grouped<const K: usize>(
+    inputs: [&Panel; K],
+    one: impl Fn([&[f64]; K], &mut [f64]) + Sync,
+    eight: impl Fn([&[f64]; K], [[&[f64]; W]; K], &mut [f64]) + Sync,
+) -> Panel {
+    let (nd, na) = (inputs[0].n_dates(), inputs[0].n_assets());
     let mut out = Panel::scratch(nd, na);
     if nd == 0 || na == 0 {
         return out;
     }
     out.as_mut_slice().par_chunks_mut(W * nd).enumerate().for_each_init(
-        || (Vec::new(), Vec::new(), Vec::new()),
-        |(xi, yi, oi), (g, o)| {
+        || (std::array::from_fn::<Vec<f64>, K, _>(|_| Vec::new()), Vec::new()),
+        |(ins, oi), (g, o)| {
             let a0 = g * W;
             if o.len() < W * nd {
                 for (j, oa) in o.chunks_mut(nd).enumerate() {
-                    super::pair_windows(x.series(a0 + j), y.series(a0 + j), d, oa, f);
+                    one(inputs.map(|p| p.series(a0 + j)), oa);
                 }
                 return;
             }
-            let (xs, ys) = (&x.as_slice()[a0 * nd..(a0 + W) * nd], &y.as_slice()[a0 * nd..(a0 + W) * nd]);
-            // Day-major copies: x[t * W + l] is asset a0 + l on day t.
-            for (src, dst) in [(xs, &mut *xi), (ys, &mut *yi)] {
+            let group = inputs.map(|p| &p.as_slice()[a0 * nd..(a0 + W) * nd]);
+            for (src, dst) in group.iter().zip(ins.iter_mut()) {
                 dst.clear();
                 dst.resize(W * nd, 0.0);
                 crate::data::transpose(src, nd, dst);
             }
             oi.clear();
             oi.resize(W * nd, 0.0);
-            let xl: [&[f64]; W] = std::array::from_fn(|l| &xs[l * nd..(l + 1) * nd]);
-            let yl: [&[f64]; W] = std::array::from_fn(|l| &ys[l * nd..(l + 1) * nd]);
-            windows8(xi, yi, xl, yl, d, oi, f);
+            let series = group.map(|s| std::array::from_fn(|l| &s[l * nd..(l + 1) * nd]));
+            eight(std::array::from_fn(|k| &ins[k][..]), series, oi);
             crate::data::transpose(oi, W, o);
         },
     );
     out
+}
+
+/// A two-series window kernel on panels: for each asset, `f(moments, x constant, y
+/// constant)` on every window where both series are finite, NaN elsewhere, exactly as
+/// [`pair_windows`](super::pair_windows) computes it.
+pub fn pair_panel<F>(x: &Panel, y: &Panel, d: usize, f: F) -> Panel
+where
+    F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy + Sync,
+{
+    grouped(
+        [x, y],
+        |[x, y], o| super::pair_windows(x, y, d, o, f),
+        |[x, y], [xs, ys], o| windows8(x, y, xs, ys, d, o, f),
+    )
+}
+
+/// [`ts_rank`](super::ts_rank) of every asset of a panel.
+pub fn ts_rank_panel(x: &Panel, d: usize) -> Panel {
+    grouped([x], |[x], o| super::ts_rank(x, d, o), |[x], _, o| ts_rank8(x, d, o))
+}
+
+/// [`ts_rank`](super::ts_rank) for eight interleaved lanes: the same counts, eight lanes
+/// per compare; AVX-512 code where the CPU has it.
+fn ts_rank8(x: &[f64], d: usize, out: &mut [f64]) {
+    #[inline(always)]
+    fn body(x: &[f64], d: usize, out: &mut [f64]) {
+        let n = x.len() / W;
+        let mut nbad = [0u32; W];
+        let dn = d as f64;
+        for t in 0..n {
+            let xt = row(x, t);
+            let xo = if t >= d { row(x, t - d) } else { [0.0; W] };
+            for l in 0..W {
+                nbad[l] = nbad[l] + u32::from(!xt[l].is_finite()) - u32::from(!xo[l].is_finite());
+            }
+            let o = &mut out[t * W..(t + 1) * W];
+            if t + 1 < d || d == 0 {
+                o.fill(f64::NAN);
+                continue;
+            }
+            let (mut lt, mut eq) = ([0u32; W], [0u32; W]);
+            for s in t + 1 - d..=t {
+                let u = row(x, s);
+                for l in 0..W {
+                    lt[l] += u32::from(u[l] < xt[l]);
+                    eq[l] += u32::from(u[l] == xt[l]);
+                }
+            }
+            for l in 0..W {
+                let r = (lt[l] as f64 + (eq[l] as f64 + 1.0) / 2.0) / dn;
+                o[l] = if nbad[l] == 0 { r } else { f64::NAN };
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        #[target_feature(enable = "avx512f")]
+        fn wide(x: &[f64], d: usize, out: &mut [f64]) {
+            body(x, d, out)
+        }
+        // SAFETY: the CPU supports AVX-512F (checked just above).
+        return unsafe { wide(x, d, out) };
+    }
+    body(x, d, out)
 }
 
 /// Runs [`walk`] as AVX-512 code where the CPU has it (the same operations, wider vectors).
@@ -240,7 +303,7 @@ fn walk<F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{corr, cov};
+    use super::super::{corr, cov, ts_rank};
     use crate::data::Panel;
 
     /// Assets whose series stress every path: NaN gaps, constant runs, values equal up to
@@ -280,9 +343,11 @@ mod tests {
         for (nd, na) in [(300, 19), (40, 8), (5, 16), (0, 9), (60, 3)] {
             let (x, y) = (panel(nd, na, 11 + nd as u64), panel(nd, na, 977 + na as u64));
             for d in [1, 2, 3, 5, 10, 30, nd.max(1), nd + 1] {
+                let rank = |x: &[f64], _: &[f64], d: usize, o: &mut [f64]| ts_rank(x, d, o);
                 for (name, lanes, one) in [
-                    ("corr", super::super::corr_panel(&x, &y, d), corr as fn(&[f64], &[f64], usize, &mut [f64])),
-                    ("cov", super::super::cov_panel(&x, &y, d), cov),
+                    ("corr", super::super::corr_panel(&x, &y, d), &corr as &dyn Fn(&[f64], &[f64], usize, &mut [f64])),
+                    ("cov", super::super::cov_panel(&x, &y, d), &cov),
+                    ("ts_rank", super::super::ts_rank_panel(&x, d), &rank),
                 ] {
                     for a in 0..na {
                         let mut want = vec![0.0; nd];
