@@ -310,8 +310,15 @@ impl Scorer {
         let label_ranks: &[f64] = if n as u32 == self.main.counts[i] {
             &self.main_ranks[row]
         } else {
-            sc.lj.clear();
-            sc.lj.extend(self.main_order[i].iter().filter(|&&(_, k)| sig[k as usize].is_finite()));
+            // Branch-free compaction: which labelled stocks the signal misses is data.
+            let order = &self.main_order[i];
+            sc.lj.resize(order.len(), (0, 0));
+            let mut m = 0;
+            for &e in order {
+                sc.lj[m] = e;
+                m += usize::from(sig[e.1 as usize].is_finite());
+            }
+            sc.lj.truncate(m);
             sc.lr.resize(na, f64::NAN);
             // Only the joint set's cells are written here and read below.
             average_ranks(&sc.lj, |k, r| sc.lr[k as usize] = r);
