@@ -17,7 +17,8 @@ struct DisjointOut(*mut f64);
 unsafe impl Send for DisjointOut {}
 unsafe impl Sync for DisjointOut {}
 
-/// Applies `k(row_in, row_out, scratch)` to each date's cross-section. Dates are
+/// Applies `k(row_in, row_out, scratch)` to each date's cross-section; `k` must write
+/// every cell of `row_out` (it holds an earlier row's values). Dates are
 /// processed in cache-sized blocks (gathered from the asset-major panel, scattered back),
 /// in parallel over blocks, so no full-panel transpose is ever materialised.
 pub fn per_date<S: Default + Send>(x: &Panel, k: impl Fn(&[f64], &mut [f64], &mut S) + Sync) -> Panel {
@@ -34,7 +35,7 @@ pub fn per_date<S: Default + Send>(x: &Panel, k: impl Fn(&[f64], &mut [f64], &mu
         |(inb, outb, scratch), &t0| {
             let t1 = (t0 + BLOCK).min(nd);
             x.to_date_major(t0, t1, inb);
-            outb.clear();
+            // Every kernel writes every cell of its row, so the block is not cleared.
             outb.resize(inb.len(), f64::NAN);
             for (r, o) in inb.chunks(na).zip(outb.chunks_mut(na)) {
                 k(r, o, scratch);
