@@ -188,54 +188,43 @@ mod avx512 {
         for h in [a, b] {
             // Half-cleaners 8 registers or more apart through memory, the rest on blocks
             // of up to 8 registers held in registers.
-            let mut d = w / 2;
-            while d >= 8 {
-                for s in (0..w).step_by(2 * d) {
-                    for i in s..s + d {
-                        (h[i], h[i + d]) = minmax(h[i], h[i + d]);
-                    }
-                }
-                d /= 2;
-            }
+            half_cleaners(h, 8);
             match w {
-                2 => {
-                    let (x, y) = minmax(h[0], h[1]);
-                    (h[0], h[1]) = clean2(x, y, p);
-                }
-                4 => {
-                    let mut r = [h[0], h[1], h[2], h[3]];
-                    clean_regs(&mut r, p);
-                    h.copy_from_slice(&r);
-                }
-                _ => {
-                    for block in h.chunks_exact_mut(8) {
-                        let mut r = [block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[7]];
-                        clean_regs(&mut r, p);
-                        block.copy_from_slice(&r);
-                    }
-                }
+                2 => clean_block::<2>(h, p),
+                4 => clean_block::<4>(h, p),
+                _ => h.chunks_exact_mut(8).for_each(|b| clean_block::<8>(b, p)),
             }
         }
     }
 
-    /// Sorts a bitonic sequence of 2, 4 or 8 registers held in registers: half-cleaners
-    /// between them, then within them.
+    /// The half-cleaner layers between registers of a bitonic sequence `h` (a power-of-two
+    /// number of registers), from distance `h.len() / 2` down to distance `min`.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    fn clean_regs<const N: usize>(r: &mut [__m512i; N], p: &Perms) {
-        let mut d = N / 2;
-        while d >= 2 {
-            for s in (0..N).step_by(2 * d) {
+    fn half_cleaners(h: &mut [__m512i], min: usize) {
+        let mut d = h.len() / 2;
+        while d >= min {
+            for s in (0..h.len()).step_by(2 * d) {
                 for i in s..s + d {
-                    (r[i], r[i + d]) = minmax(r[i], r[i + d]);
+                    (h[i], h[i + d]) = minmax(h[i], h[i + d]);
                 }
             }
             d /= 2;
         }
+    }
+
+    /// Sorts a bitonic sequence of N (2, 4 or 8) registers, copied into registers: the
+    /// half-cleaners between them, then within them.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn clean_block<const N: usize>(h: &mut [__m512i], p: &Perms) {
+        let mut r: [__m512i; N] = std::array::from_fn(|i| h[i]);
+        half_cleaners(&mut r, 2);
         for i in (0..N).step_by(2) {
             let (x, y) = minmax(r[i], r[i + 1]);
             (r[i], r[i + 1]) = clean2(x, y, p);
         }
+        h.copy_from_slice(&r);
     }
 
     /// See [`super::pack_finite`].
