@@ -116,11 +116,40 @@ pub struct Scorer {
     end: usize,
     n_assets: usize,
     main: Labels,
-    /// Average ranks (1-based) of the main label among its finite values, per date.
-    main_ranks: Vec<f64>,
-    /// Per date, the finite main labels as (order key, asset) sorted ascending.
-    main_order: Vec<Vec<(u64, u32)>>,
+    /// Average ranks (1-based) of the main label among its finite values, per date
+    /// (multiples of 1/2 below 2^23, so `f32` holds them exactly at half the traffic).
+    main_ranks: Vec<f32>,
+    /// Per date (stride `n_assets`, the first `counts` entries used), the assets with a
+    /// finite main label in ascending label order, ties by asset, with [`NEW_GROUP`] set
+    /// on the first of each run of equal labels.
+    main_order: Vec<u32>,
+    /// Per date (stride `words`), a bit per asset: whether its main label is finite. The
+    /// scorer tests signal stocks against it in sorted (random) order, and 64 bytes stay
+    /// in L1 where the 4 KB label row would not.
+    labelled: Vec<u64>,
+    words: usize,
     extra: Vec<Labels>,
+}
+
+/// Flag in [`Scorer::main_order`]: this entry's label differs from the previous entry's.
+const NEW_GROUP: u32 = 1 << 31;
+
+/// Average ranks (1-based, ties averaged) of assets in sorted order whose tie groups are
+/// marked by [`NEW_GROUP`], written as `f(asset, rank)`.
+fn flagged_ranks(v: &[u32], mut f: impl FnMut(u32, f32)) {
+    let n = v.len();
+    let mut i = 0;
+    while i < n {
+        let mut j = i + 1;
+        while j < n && v[j] & NEW_GROUP == 0 {
+            j += 1;
+        }
+        let r = (i + 1 + j) as f32 / 2.0;
+        for &e in &v[i..j] {
+            f(e & !NEW_GROUP, r);
+        }
+        i = j;
+    }
 }
 
 fn label_rows(close: &Panel, start: usize, end: usize, gap: usize, h: usize) -> Labels {
@@ -158,19 +187,30 @@ impl Scorer {
             )));
         }
         let na = data.n_assets();
+        // Asset indices share a u32 with the NEW_GROUP flag (a panel that wide could not
+        // be held in memory anyway).
+        debug_assert!(na < NEW_GROUP as usize);
         let main = label_rows(close, start, end, cfg.gap, cfg.horizon);
-        let mut main_ranks = vec![f64::NAN; main.rows.len()];
-        let main_order: Vec<Vec<(u64, u32)>> = main_ranks
+        let words = na.div_ceil(64);
+        let mut labelled = vec![0u64; (end - start) * words];
+        let mut main_ranks = vec![f32::NAN; main.rows.len()];
+        let mut main_order = vec![0u32; main.rows.len()];
+        main_ranks
             .par_chunks_mut(na)
+            .zip(main_order.par_chunks_mut(na))
+            .zip(labelled.par_chunks_mut(words))
             .zip(main.rows.par_chunks(na))
-            .map_init(SortBuf::default, |buf, (o, r)| {
+            .for_each_init(SortBuf::default, |buf, (((o, ord), bits), r)| {
                 let sorted = buf.sort_finite(r);
-                average_ranks(sorted, |i, rk| o[i as usize] = rk);
-                sorted.to_vec()
-            })
-            .collect();
+                average_ranks(sorted, |i, rk| o[i as usize] = rk as f32);
+                for (j, e) in sorted.iter().enumerate() {
+                    let new = j == 0 || e.0 != sorted[j - 1].0;
+                    ord[j] = e.1 | if new { NEW_GROUP } else { 0 };
+                    bits[e.1 as usize / 64] |= 1 << (e.1 % 64);
+                }
+            });
         let extra = cfg.ic_horizons.iter().map(|&h| label_rows(close, start, end, cfg.gap, h)).collect();
-        Ok(Scorer { cfg, start, end, n_assets: na, main, main_ranks, main_order, extra })
+        Ok(Scorer { cfg, start, end, n_assets: na, main, main_ranks, main_order, labelled, words, extra })
     }
 
     pub fn config(&self) -> &MetricsConfig {
@@ -267,7 +307,9 @@ impl Scorer {
         // The label rows below are read in the signal's sorted order, i.e. at random: ask
         // for their cache lines now so they arrive while the signal is being sorted.
         crate::data::prefetch(lab.as_ptr(), na);
-        crate::data::prefetch(self.main_ranks[row.clone()].as_ptr(), na);
+        crate::data::prefetch(self.main_ranks[row.clone()].as_ptr().cast(), na / 2);
+        let bits = &self.labelled[i * self.words..(i + 1) * self.words];
+        let labelled = |k: u32| (bits[k as usize / 64] >> (k % 64)) & 1 == 1;
 
         // One stable sort of the finite signal values serves every metric below. One pass
         // over it counts the distinct values and keeps the joint set (finite signal and
@@ -278,7 +320,7 @@ impl Scorer {
         for (j, &e) in all.iter().enumerate() {
             uniq += usize::from(j == 0 || e.0 != all[j - 1].0);
             sc.joint[n] = e;
-            n += usize::from(lab[e.1 as usize].is_finite());
+            n += usize::from(labelled(e.1));
         }
         sc.joint.truncate(n);
         let all_len = all.len();
@@ -307,21 +349,26 @@ impl Scorer {
         // those stocks, the precomputed order restricted to the joint set stays sorted,
         // so they are re-ranked without a sort. Both sides' ranks have the exact mean
         // (n + 1) / 2 and centred ranks are multiples of 1/2, so these sums are exact.
-        let label_ranks: &[f64] = if n as u32 == self.main.counts[i] {
+        let label_ranks: &[f32] = if n as u32 == self.main.counts[i] {
             &self.main_ranks[row]
         } else {
-            // Branch-free compaction: which labelled stocks the signal misses is data.
-            let order = &self.main_order[i];
-            sc.lj.resize(order.len(), (0, 0));
-            let mut m = 0;
+            // Branch-free compaction: which labelled stocks the signal misses is data. A
+            // kept entry starts a tie group if it or any entry dropped since the previous
+            // kept one did.
+            let order = &self.main_order[i * na..i * na + self.main.counts[i] as usize];
+            sc.lj.resize(order.len(), 0);
+            let (mut m, mut pending) = (0, 0u32);
             for &e in order {
-                sc.lj[m] = e;
-                m += usize::from(sig[e.1 as usize].is_finite());
+                let flag = pending | (e & NEW_GROUP);
+                sc.lj[m] = e | flag;
+                let keep = sig[(e & !NEW_GROUP) as usize].is_finite();
+                m += usize::from(keep);
+                pending = if keep { 0 } else { flag };
             }
             sc.lj.truncate(m);
-            sc.lr.resize(na, f64::NAN);
+            sc.lr.resize(na, f32::NAN);
             // Only the joint set's cells are written here and read below.
-            average_ranks(&sc.lj, |k, r| sc.lr[k as usize] = r);
+            flagged_ranks(&sc.lj, |k, r| sc.lr[k as usize] = r);
             &sc.lr
         };
         // The signal's average ranks over the joint set, walked in sorted order. Without
@@ -329,7 +376,7 @@ impl Scorer {
         let mid = (n as f64 + 1.0) / 2.0;
         let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
         let mut add = |k: u32, r: f64| {
-            let (u, v) = (r - mid, label_ranks[k as usize] - mid);
+            let (u, v) = (r - mid, f64::from(label_ranks[k as usize]) - mid);
             sxy += u * v;
             sxx += u * u;
             syy += v * v;
@@ -370,8 +417,8 @@ struct Scratch {
     rows: Vec<f64>,
     sort: SortBuf,
     joint: Vec<(u64, u32)>,
-    lj: Vec<(u64, u32)>,
-    lr: Vec<f64>,
+    lj: Vec<u32>,
+    lr: Vec<f32>,
 }
 
 #[derive(Default)]
