@@ -5,7 +5,7 @@
 //!
 //! Run: `cargo bench --bench engine` (figures recorded in benches/README.md).
 
-use alphaloop::backtest::{prepare, MetricsConfig};
+use alphaloop::backtest::{prepare, Grouped, MetricsConfig};
 use alphaloop::data::{load, LoadOptions, MarketData, Period, Splits};
 use alphaloop::expr::{eval_expr, evaluate, Compiler, NoAlphas, Schema};
 use alphaloop::seeds::{self, AlphaSet};
@@ -29,12 +29,9 @@ fn all_seeds(data: &MarketData) -> usize {
     let mut c = Compiler::new(Schema::of(&prep.data), &set);
     let roots: Vec<_> = defs.iter().filter_map(|d| c.add(&d.formula).ok()).collect();
     let mut n = 0;
-    evaluate(&c.graph, &roots, &prep.data, |_, p| {
-        let m = prep.scorer.score(&p);
-        std::hint::black_box(m);
-        n += 1;
-    });
-    n
+    let mut group = Grouped::new(&prep.scorer);
+    evaluate(&c.graph, &roots, &prep.data, |i, p| n += std::hint::black_box(group.push(i, p)).len());
+    n + group.flush().len()
 }
 
 fn peak_rss_mb() -> f64 {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use alphaloop::backtest::{prepare, Metrics, MetricsConfig};
+use alphaloop::backtest::{prepare, Grouped, Metrics, MetricsConfig};
 use alphaloop::data::{MarketData, Panel, Period, Splits};
 use alphaloop::expr::{eval_expr, NoAlphas};
 use common::sample;
@@ -207,4 +207,25 @@ fn nothing_after_the_period_end_is_read() {
     assert_eq!(serde_json::to_string(&a).expect("json"), serde_json::to_string(&b).expect("json"));
     // The last dates of the period have no label (it would need prices after the end).
     assert!(a.n_days <= end - period.indices(&splits, d).expect("indices").0 - 2);
+}
+
+#[test]
+fn signals_scored_in_a_group_score_as_they_do_alone() {
+    let d = sample();
+    let p = prepare(d, &Period::All, &Splits::default(), MetricsConfig::default()).expect("prepare");
+    let exprs = ["-1 * delta(close, 5)", "sign(returns) / (volume < 1.5 * adv20)", "rank(volume / adv20)", "correlation(close, volume, 10)", "returns"];
+    let sigs: Vec<Arc<Panel>> = exprs.iter().map(|e| eval_expr(e, d, &NoAlphas).expect("evaluates")).collect();
+    let alone: Vec<String> = sigs.iter().map(|s| serde_json::to_string(&p.scorer.score(s)).expect("json")).collect();
+    // Five signals through groups of SCORE_GROUP: a full group and a remainder.
+    let mut group = Grouped::new(&p.scorer);
+    let mut got: Vec<(usize, Metrics)> = Vec::new();
+    for (i, s) in sigs.iter().enumerate() {
+        got.extend(group.push(i, Arc::clone(s)));
+    }
+    got.extend(group.flush());
+    got.sort_by_key(|(i, _)| *i);
+    assert_eq!(got.len(), exprs.len());
+    for (i, m) in got {
+        assert_eq!(serde_json::to_string(&m).expect("json"), alone[i], "{}", exprs[i]);
+    }
 }

@@ -26,8 +26,9 @@ mod stats;
 pub use stats::{mean_std, pearson_finite, pearson_many};
 
 use crate::data::{DataError, MarketData, Panel, Period, Splits};
-use crate::expr::kernels::cross::{average_ranks, SortBuf, BLOCK};
+use crate::expr::kernels::cross::{average_ranks, SortBuf};
 use rayon::prelude::*;
+use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 /// Settings of the label and the long-short book.
@@ -219,27 +220,53 @@ impl Scorer {
 
     /// Scores one signal (a panel over the same data the scorer was built on).
     pub fn score(&self, signal: &Panel) -> Metrics {
+        self.score_many(&[signal]).pop().unwrap_or_default()
+    }
+
+    /// Scores several signals in one sweep over the dates: each date's labels (about
+    /// 24 KB for 500 stocks) are read from memory once for all of them instead of once per
+    /// signal, which is most of what scoring one signal waits for. Same results as
+    /// [`score`](Self::score) on each, bit for bit.
+    pub fn score_many(&self, signals: &[&Panel]) -> Vec<Metrics> {
         let na = self.n_assets;
         // Scored dates are those whose label lies inside the period.
         let last = self.end.saturating_sub(self.cfg.gap + self.cfg.horizon).max(self.start);
         let min = self.cfg.min_stocks;
-        // Blocks of dates gathered into a cache-sized date-major buffer, in parallel.
-        let blocks: Vec<usize> = (self.start..last).step_by(BLOCK).collect();
-        let days: Vec<Day> = blocks
+        // Blocks of dates gathered into cache-sized date-major buffers, one per signal, in
+        // parallel over blocks; within a block, every signal is scored on a date before
+        // the next date.
+        let blocks: Vec<usize> = (self.start..last).step_by(SCORE_BLOCK).collect();
+        let per_block: Vec<Vec<Vec<Day>>> = blocks
             .par_iter()
             .map_init(Scratch::default, |sc, &t0| {
-                let t1 = (t0 + BLOCK).min(last);
+                let t1 = (t0 + SCORE_BLOCK).min(last);
                 let mut rows = std::mem::take(&mut sc.rows);
-                signal.to_date_major(t0, t1, &mut rows);
-                let out: Vec<Day> = rows.chunks(na).enumerate().map(|(j, sig)| self.day(t0 - self.start + j, sig, sc, min)).collect();
+                rows.resize_with(signals.len(), Vec::new);
+                for (r, s) in rows.iter_mut().zip(signals) {
+                    s.to_date_major(t0, t1, r);
+                }
+                let mut out: Vec<Vec<Day>> = signals.iter().map(|_| Vec::with_capacity(t1 - t0)).collect();
+                for j in 0..t1 - t0 {
+                    for (o, r) in out.iter_mut().zip(&rows) {
+                        o.push(self.day(t0 - self.start + j, &r[j * na..(j + 1) * na], sc, min));
+                    }
+                }
                 sc.rows = rows;
                 out
             })
-            .collect::<Vec<_>>()
-            .into_iter()
-            .flatten()
             .collect();
+        let mut days: Vec<Vec<Day>> = signals.iter().map(|_| Vec::with_capacity(last - self.start)).collect();
+        for block in per_block {
+            for (d, b) in days.iter_mut().zip(block) {
+                d.extend(b);
+            }
+        }
+        days.iter().map(|d| self.summarise(d)).collect()
+    }
 
+    /// The metrics of a signal from its scored dates, in date order.
+    fn summarise(&self, days: &[Day]) -> Metrics {
+        let na = self.n_assets;
         let mut m = Metrics::default();
         let ics: Vec<f64> = days.iter().filter_map(|d| d.ic).collect();
         let rics: Vec<f64> = days.iter().filter_map(|d| d.rank_ic).collect();
@@ -263,7 +290,7 @@ impl Scorer {
         let mut w_prev = vec![0.0f64; na];
         let mut w = vec![0.0f64; na];
         let (mut net, mut turns) = (Vec::new(), Vec::new());
-        for d in &days {
+        for d in days {
             let Some(ls) = d.ls else { continue };
             w.iter_mut().for_each(|x| *x = 0.0);
             let n = d.long.len() as f64;
@@ -412,13 +439,52 @@ impl Scorer {
     }
 }
 
+/// Dates per block when scoring: the labels of a date and one row per signal stay in L1
+/// while every signal is scored on it, and a block of every signal's rows fits in L2.
+const SCORE_BLOCK: usize = 16;
+
+/// Signals [`Scorer::score_many`] is best given at once: each more shares the label reads
+/// but holds another panel (19 MB for the shipped data) until the group is scored.
+pub const SCORE_GROUP: usize = 4;
+
 #[derive(Default)]
 struct Scratch {
-    rows: Vec<f64>,
+    /// Date-major rows of each signal for one block of dates.
+    rows: Vec<Vec<f64>>,
     sort: SortBuf,
     joint: Vec<(u64, u32)>,
     lj: Vec<u32>,
     lr: Vec<f32>,
+}
+
+/// Scores a stream of signals in groups of [`SCORE_GROUP`] with
+/// [`Scorer::score_many`]; `K` tells the caller which signal a result belongs to.
+pub struct Grouped<'a, K> {
+    scorer: &'a Scorer,
+    pending: Vec<(K, Arc<Panel>)>,
+}
+
+impl<'a, K> Grouped<'a, K> {
+    pub fn new(scorer: &'a Scorer) -> Self {
+        Grouped { scorer, pending: Vec::with_capacity(SCORE_GROUP) }
+    }
+
+    /// Adds a signal; once a group is full, scores it and returns its results.
+    pub fn push(&mut self, key: K, signal: Arc<Panel>) -> Vec<(K, Metrics)> {
+        self.pending.push((key, signal));
+        if self.pending.len() >= SCORE_GROUP {
+            self.flush()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Scores the signals still waiting (call it after the last [`push`](Self::push)).
+    pub fn flush(&mut self) -> Vec<(K, Metrics)> {
+        let panels: Vec<&Panel> = self.pending.iter().map(|(_, p)| p.as_ref()).collect();
+        let metrics = self.scorer.score_many(&panels);
+        self.pending.drain(..).map(|(k, _)| k).zip(metrics).collect()
+    }
 }
 
 #[derive(Default)]

@@ -2,7 +2,7 @@
 
 use super::table::{num, render};
 use super::{load_data, Config, DataArgs};
-use crate::backtest::{prepare, Metrics, MetricsConfig};
+use crate::backtest::{prepare, Grouped, Metrics, MetricsConfig, Scorer};
 use crate::data::{MarketData, Panel, Period, Splits};
 use crate::expr::{evaluate, Compiler, ExprError, Schema};
 use crate::seeds::{self, AlphaDef, AlphaSet};
@@ -199,7 +199,7 @@ struct Row {
 }
 
 fn eval_file(defs: &[AlphaDef], args: &EvalArgs, prep: &crate::backtest::Prepared, alphas: &AlphaSet) -> Result<i32> {
-    let rows = evaluate_batch(defs, &prep.data, alphas, |p| prep.scorer.score(p), !args.json);
+    let rows = evaluate_batch(defs, &prep.data, alphas, &prep.scorer, !args.json);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(0);
@@ -249,7 +249,7 @@ fn evaluate_batch(
     defs: &[AlphaDef],
     data: &MarketData,
     alphas: &AlphaSet,
-    score: impl Fn(&Panel) -> Metrics,
+    scorer: &Scorer,
     progress: bool,
 ) -> Vec<Row> {
     let mut c = Compiler::new(Schema::of(data), alphas);
@@ -271,10 +271,16 @@ fn evaluate_batch(
         indicatif::ProgressStyle::with_template("{spinner} evaluating {pos}/{len} alphas [{elapsed}] {wide_bar} eta {eta}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    evaluate(&c.graph, &roots, data, |i, p: Arc<Panel>| {
-        rows[root_row[i]].metrics = Some(score(&p));
-        pb.inc(1);
-    });
+    // Signals are scored a few at a time, which shares the label reads between them.
+    let mut group = Grouped::new(scorer);
+    let mut done = |scored: Vec<(usize, Metrics)>| {
+        pb.inc(scored.len() as u64);
+        for (i, m) in scored {
+            rows[root_row[i]].metrics = Some(m);
+        }
+    };
+    evaluate(&c.graph, &roots, data, |i, p: Arc<Panel>| done(group.push(i, p)));
+    done(group.flush());
     pb.finish_and_clear();
     rows
 }
