@@ -244,3 +244,34 @@ proptest! {
         check_all(&vals, &y, d);
     }
 }
+
+/// The eight-assets-per-lane kernels on the real sample data (listings, gaps, runs of equal
+/// prices, split-adjusted steps) against the one-asset walk, bit for bit.
+#[test]
+fn lane_kernels_equal_the_one_asset_kernels_on_real_data() {
+    #[path = "common/mod.rs"]
+    #[allow(dead_code)]
+    mod common;
+    let d = common::sample();
+    let (close, volume, high) = (d.field("close").expect("close"), d.field("volume").expect("volume"), d.field("high").expect("high"));
+    let rank = |x: &[f64], _: &[f64], w: usize, o: &mut [f64]| rolling::ts_rank(x, w, o);
+    for w in [2, 5, 10, 20] {
+        for (name, x, y, lanes, one) in [
+            ("corr(close, volume)", close, volume, rolling::corr_panel(close, volume, w), &rolling::corr as &dyn Fn(&[f64], &[f64], usize, &mut [f64])),
+            ("corr(high, close)", high, close, rolling::corr_panel(high, close, w), &rolling::corr),
+            ("cov(close, volume)", close, volume, rolling::cov_panel(close, volume, w), &rolling::cov),
+            ("ts_rank(volume)", volume, volume, rolling::ts_rank_panel(volume, w), &rank),
+        ] {
+            let mut want = vec![0.0; d.n_dates()];
+            let mut finite = 0;
+            for a in 0..d.n_assets() {
+                one(x.series(a), y.series(a), w, &mut want);
+                for (t, (g, e)) in lanes.series(a).iter().zip(&want).enumerate() {
+                    assert!(g.to_bits() == e.to_bits() || (g.is_nan() && e.is_nan()), "{name}, d = {w}, asset {a}, day {t}: lanes {g}, one-asset {e}");
+                    finite += usize::from(e.is_finite());
+                }
+            }
+            assert!(finite > d.n_dates() * d.n_assets() / 2, "{name}: only {finite} finite values");
+        }
+    }
+}
