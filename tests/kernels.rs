@@ -2,6 +2,8 @@
 //! adversarial inputs (NaN runs, ties, constant windows, window = 1 and = length, large
 //! magnitudes) and on random inputs (proptest).
 
+mod common;
+
 use alphaloop::expr::kernels::cross;
 use alphaloop::expr::kernels::rolling::{self, Extreme};
 use proptest::prelude::*;
@@ -249,9 +251,6 @@ proptest! {
 /// prices, split-adjusted steps) against the one-asset walk, bit for bit.
 #[test]
 fn lane_kernels_equal_the_one_asset_kernels_on_real_data() {
-    #[path = "common/mod.rs"]
-    #[allow(dead_code)]
-    mod common;
     let d = common::sample();
     let (close, volume, high) = (d.field("close").expect("close"), d.field("volume").expect("volume"), d.field("high").expect("high"));
     let rank = |x: &[f64], _: &[f64], w: usize, o: &mut [f64]| rolling::ts_rank(x, w, o);

@@ -26,7 +26,7 @@ mod stats;
 pub use stats::{mean_std, pearson_finite, pearson_many};
 
 use crate::data::{DataError, MarketData, Panel, Period, Splits};
-use crate::expr::kernels::cross::{average_ranks, SortBuf};
+use crate::expr::kernels::cross::{average_ranks, tie_runs, SortBuf};
 use rayon::prelude::*;
 use std::sync::Arc;
 use serde::{Deserialize, Serialize};
@@ -124,33 +124,19 @@ pub struct Scorer {
     /// finite main label in ascending label order, ties by asset, with [`NEW_GROUP`] set
     /// on the first of each run of equal labels.
     main_order: Vec<u32>,
-    /// Per date (stride `words`), a bit per asset: whether its main label is finite. The
-    /// scorer tests signal stocks against it in sorted (random) order, and 64 bytes stay
-    /// in L1 where the 4 KB label row would not.
+    /// Per date (stride [`words`]`(n_assets)`), a bit per asset: whether its main label
+    /// is finite. The scorer tests signal stocks against it in sorted (random) order, and
+    /// 64 bytes stay in L1 where the 4 KB label row would not.
     labelled: Vec<u64>,
-    words: usize,
     extra: Vec<Labels>,
 }
 
 /// Flag in [`Scorer::main_order`]: this entry's label differs from the previous entry's.
 const NEW_GROUP: u32 = 1 << 31;
 
-/// Average ranks (1-based, ties averaged) of assets in sorted order whose tie groups are
-/// marked by [`NEW_GROUP`], written as `f(asset, rank)`.
-fn flagged_ranks(v: &[u32], mut f: impl FnMut(u32, f32)) {
-    let n = v.len();
-    let mut i = 0;
-    while i < n {
-        let mut j = i + 1;
-        while j < n && v[j] & NEW_GROUP == 0 {
-            j += 1;
-        }
-        let r = (i + 1 + j) as f32 / 2.0;
-        for &e in &v[i..j] {
-            f(e & !NEW_GROUP, r);
-        }
-        i = j;
-    }
+/// 64-bit words of a per-date bitset over `n_assets` assets.
+fn words(n_assets: usize) -> usize {
+    n_assets.div_ceil(64)
 }
 
 fn label_rows(close: &Panel, start: usize, end: usize, gap: usize, h: usize) -> Labels {
@@ -192,7 +178,7 @@ impl Scorer {
         // be held in memory anyway).
         debug_assert!(na < NEW_GROUP as usize);
         let main = label_rows(close, start, end, cfg.gap, cfg.horizon);
-        let words = na.div_ceil(64);
+        let words = words(na);
         let mut labelled = vec![0u64; (end - start) * words];
         let mut main_ranks = vec![f32::NAN; main.rows.len()];
         let mut main_order = vec![0u32; main.rows.len()];
@@ -203,15 +189,16 @@ impl Scorer {
             .zip(main.rows.par_chunks(na))
             .for_each_init(SortBuf::default, |buf, (((o, ord), bits), r)| {
                 let sorted = buf.sort_finite(r);
-                average_ranks(sorted, |i, rk| o[i as usize] = rk as f32);
-                for (j, e) in sorted.iter().enumerate() {
-                    let new = j == 0 || e.0 != sorted[j - 1].0;
-                    ord[j] = e.1 | if new { NEW_GROUP } else { 0 };
-                    bits[e.1 as usize / 64] |= 1 << (e.1 % 64);
-                }
+                tie_runs(sorted.len(), |j| sorted[j].0 == sorted[j - 1].0, |i, j, rk| {
+                    for (p, &(_, a)) in sorted.iter().enumerate().take(j).skip(i) {
+                        o[a as usize] = rk as f32;
+                        ord[p] = a | if p == i { NEW_GROUP } else { 0 };
+                        bits[a as usize / 64] |= 1 << (a % 64);
+                    }
+                });
             });
         let extra = cfg.ic_horizons.iter().map(|&h| label_rows(close, start, end, cfg.gap, h)).collect();
-        Ok(Scorer { cfg, start, end, n_assets: na, main, main_ranks, main_order, labelled, words, extra })
+        Ok(Scorer { cfg, start, end, n_assets: na, main, main_ranks, main_order, labelled, extra })
     }
 
     pub fn config(&self) -> &MetricsConfig {
@@ -334,8 +321,9 @@ impl Scorer {
         // The label rows below are read in the signal's sorted order, i.e. at random: ask
         // for their cache lines now so they arrive while the signal is being sorted.
         crate::data::prefetch(lab.as_ptr(), na);
-        crate::data::prefetch(self.main_ranks[row.clone()].as_ptr().cast(), na / 2);
-        let bits = &self.labelled[i * self.words..(i + 1) * self.words];
+        crate::data::prefetch(self.main_ranks[row.clone()].as_ptr().cast(), na.div_ceil(2));
+        let w = words(na);
+        let bits = &self.labelled[i * w..(i + 1) * w];
         let labelled = |k: u32| (bits[k as usize / 64] >> (k % 64)) & 1 == 1;
 
         // One stable sort of the finite signal values serves every metric below. One pass
@@ -395,7 +383,12 @@ impl Scorer {
             sc.lj.truncate(m);
             sc.lr.resize(na, f32::NAN);
             // Only the joint set's cells are written here and read below.
-            flagged_ranks(&sc.lj, |k, r| sc.lr[k as usize] = r);
+            let lj = &sc.lj;
+            tie_runs(lj.len(), |j| lj[j] & NEW_GROUP == 0, |i, j, r| {
+                for &e in &lj[i..j] {
+                    sc.lr[(e & !NEW_GROUP) as usize] = r as f32;
+                }
+            });
             &sc.lr
         };
         // The signal's average ranks over the joint set, walked in sorted order. Without

@@ -196,24 +196,31 @@ fn lsd_passes<const P: usize>(v: &mut Vec<(u64, u32)>, tmp: &mut Vec<(u64, u32)>
     }
 }
 
+/// Walks the runs of ties in a sorted sequence of `n` items, where `tied(j)` says whether
+/// item j equals item j − 1 (j ≥ 1): calls `f(i, j, rank)` for each run of positions
+/// `i..j` (0-based) with their average rank (1-based) `(i + 1 + j) / 2`.
+#[inline]
+pub fn tie_runs(n: usize, tied: impl Fn(usize) -> bool, mut f: impl FnMut(usize, usize, f64)) {
+    let mut i = 0;
+    while i < n {
+        let mut j = i + 1;
+        while j < n && tied(j) {
+            j += 1;
+        }
+        f(i, j, (i + 1 + j) as f64 / 2.0);
+        i = j;
+    }
+}
+
 /// Average ranks (1-based, ties averaged) of pre-sorted (key, index) pairs, written to
 /// `out[index] = f(rank)`.
 #[inline]
 pub fn average_ranks(sorted: &[(u64, u32)], mut f: impl FnMut(u32, f64)) {
-    let n = sorted.len();
-    let mut i = 0;
-    while i < n {
-        let mut j = i + 1;
-        while j < n && sorted[j].0 == sorted[i].0 {
-            j += 1;
-        }
-        // positions i..j (0-based) share the average of ranks i+1..=j
-        let r = (i + 1 + j) as f64 / 2.0;
+    tie_runs(sorted.len(), |j| sorted[j].0 == sorted[j - 1].0, |i, j, r| {
         for &(_, idx) in &sorted[i..j] {
             f(idx, r);
         }
-        i = j;
-    }
+    });
 }
 
 /// Percentile rank in (0, 1], ties averaged, NaN ignored (pandas `rank(pct=True)`).
