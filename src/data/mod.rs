@@ -10,8 +10,6 @@ mod split;
 
 pub use date::Date;
 pub use load::{load, load_groups, LoadOptions};
-#[cfg(target_arch = "x86_64")]
-pub(crate) use panel::avx512;
 pub use panel::{pool, prefetch, scatter_date_block, transpose, Panel};
 pub use split::{Period, Splits};
 

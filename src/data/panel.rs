@@ -328,9 +328,9 @@ unsafe fn transpose_tiles(src: &[f64], stride: usize, dst: *mut f64, dst_stride:
     }
 }
 
-/// AVX-512 register kernels shared by the transposes here and the sorting network.
+/// AVX-512 register kernels of the transposes.
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod avx512 {
+mod avx512 {
     use std::arch::x86_64::*;
 
     /// Transposes 8 registers as an 8 × 8 matrix of 64-bit lanes: register i, lane j

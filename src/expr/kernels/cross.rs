@@ -67,8 +67,8 @@ pub struct SortBuf {
     /// The last result: finite values as (order key, index), ascending, ties by index.
     sorted: Vec<(u64, u32)>,
     tmp: Vec<(u64, u32)>,
-    /// Packed keys for the network sort.
-    packed: Vec<u64>,
+    /// Buffers of the network sort.
+    packed: super::netsort::Packed,
 }
 
 impl SortBuf {
@@ -77,8 +77,9 @@ impl SortBuf {
     ///
     /// Two cheap passes leave the pairs sorted up to ties in the keys' leading bits, then an
     /// insertion sort fixes the few remaining inversions:
-    /// * up to 512 values on a CPU with AVX-512, each key with its low 9 bits replaced by
-    ///   the index is sorted as one `u64` by a sorting network ([`netsort`](super::netsort));
+    /// * up to 512 values on a CPU with AVX-512, the 23 highest bits in which the keys
+    ///   differ and the 9-bit index are sorted as one `u32` by a sorting network
+    ///   ([`netsort`](super::netsort));
     /// * otherwise three 8-bit LSD radix passes sort on the 24 highest bits in which the
     ///   keys differ (sign, exponent and the top mantissa bits).
     ///
@@ -92,48 +93,21 @@ impl SortBuf {
     }
 
     fn sort_finite_by(&mut self, row: &[f64], network: bool) -> &[(u64, u32)] {
-        let fix = if network {
-            self.presort_network(row)
+        let done = if network {
+            // Only where the network left a key below its predecessor.
+            let steps = self.packed.sort(row, &mut self.sorted);
+            let at = steps.iter().enumerate().flat_map(|(w, &b)| BitIter(b).map(move |k| 64 * w + k));
+            fix_up(&mut self.sorted, at)
         } else {
             self.presort_radix(row);
-            true
+            let n = self.sorted.len();
+            fix_up(&mut self.sorted, 1..n)
         };
-        let v = &mut self.sorted;
-        if !fix {
-            return v;
+        if !done {
+            // Both presorts and the fix-up are stable, so equal keys are still in index order.
+            lsd_passes(&mut self.sorted, &mut self.tmp, [0, 8, 16, 24, 32, 40, 48, 56]);
         }
-        // Insertion fix-up with a budget of moves.
-        let n = v.len();
-        let budget = 6 * n;
-        let mut moves = 0usize;
-        for i in 1..n {
-            let e = v[i];
-            let mut j = i;
-            while j > 0 && v[j - 1].0 > e.0 {
-                v[j] = v[j - 1];
-                j -= 1;
-            }
-            v[j] = e;
-            moves += i - j;
-            if moves > budget {
-                // Both presorts and every step so far were stable, so equal keys are
-                // still in index order.
-                lsd_passes(v, &mut self.tmp, [0, 8, 16, 24, 32, 40, 48, 56]);
-                break;
-            }
-        }
-        v
-    }
-
-    /// Network presort: keys equal in all but their low 9 bits end up in index order.
-    /// Returns whether any pair is out of key order (then the fix-up must run).
-    fn presort_network(&mut self, row: &[f64]) -> bool {
-        let pk = &mut self.packed;
-        pk.resize(row.len() + 8, 0);
-        let n = super::netsort::pack_finite(row, pk);
-        let sorted = super::netsort::sort(&mut pk[..n]);
-        debug_assert!(sorted, "the caller checked the length and the CPU");
-        super::netsort::unpack(&pk[..n], row, &mut self.sorted)
+        &self.sorted
     }
 
     /// Radix presort: keys equal in their 24 leading differing bits stay in index order.
@@ -161,6 +135,49 @@ impl SortBuf {
         }
         let shift = (63 - diff.leading_zeros()).saturating_sub(23);
         lsd_passes(v, &mut self.tmp, [shift, shift + 8, shift + 16]);
+    }
+}
+
+/// Finishes a presort by insertion: `steps` are (ascending) the positions whose key may be
+/// below their predecessor's (every position from 1 when unknown). Between two such steps
+/// the keys already ascend, so after inserting the keys from a step on until one is at
+/// least the largest so far, nothing moves until the next step. Returns false, leaving
+/// `v` permuted but not sorted, once the moves exceed a budget of 6 per key (data
+/// concentrated in a few leading bits; the caller then sorts by radix in O(n)).
+fn fix_up(v: &mut [(u64, u32)], steps: impl Iterator<Item = usize>) -> bool {
+    let (n, budget) = (v.len(), 6 * v.len());
+    let (mut moves, mut i) = (0, 0);
+    for p in steps {
+        i = i.max(p);
+        while i < n && v[i].0 < v[i - 1].0 {
+            let e = v[i];
+            let mut j = i;
+            while j > 0 && v[j - 1].0 > e.0 {
+                v[j] = v[j - 1];
+                j -= 1;
+            }
+            v[j] = e;
+            moves += i - j;
+            if moves > budget {
+                return false;
+            }
+            i += 1;
+        }
+    }
+    true
+}
+
+/// The positions of the set bits of a word, lowest first.
+struct BitIter(u64);
+
+impl Iterator for BitIter {
+    type Item = usize;
+    fn next(&mut self) -> Option<usize> {
+        (self.0 != 0).then(|| {
+            let k = self.0.trailing_zeros() as usize;
+            self.0 &= self.0 - 1;
+            k
+        })
     }
 }
 

@@ -1,17 +1,27 @@
-//! Sorting up to [`MAX`] `u64` keys with an AVX-512 bitonic sorting network.
+//! Sorting up to [`MAX`] finite values by a 32-bit key with an AVX-512 bitonic sorting
+//! network.
 //!
 //! Why: every cross-sectional `rank` and every scored date sorts one cross-section of
 //! ~500 values, about a million sorts for the alpha101 set, and the radix sort in
 //! [`cross`](super::cross) spent a quarter of that job's time in data-dependent scatters.
-//! A sorting network has no data-dependent branches or memory accesses: eight keys per
-//! instruction, unsigned min/max and lane permutes on registers. The caller packs each
-//! value's order key and its index into one `u64` (see `SortBuf::sort_finite`), so a plain
-//! key sort is also an arg-sort.
+//! A sorting network has no data-dependent branches or memory accesses: sixteen keys per
+//! instruction, unsigned min/max and lane permutes on registers.
+//!
+//! Each value becomes one `u32`: the 23 leading bits of its order key below the prefix
+//! every value of the row shares, then its 9-bit index, so a plain key sort is also an
+//! arg-sort. Values equal in those 23 bits come out in index order, which [`unpack`]
+//! reports so that the caller can finish the sort (on real cross-sections, about one
+//! move per twenty values). Measured against the previous network on 64-bit keys (55
+//! key bits, eight per instruction): half the comparator work for the same layers.
 
-/// The largest slice [`sort`] takes (64 registers of 8 keys).
+/// The largest row [`pack_finite`] takes (32 registers of 16 keys).
 pub const MAX: usize = 512;
 
-/// Whether [`sort`] runs on this CPU (it needs AVX-512F; checked once and cached by std).
+/// Bits of the index in a packed key.
+const INDEX_BITS: u32 = 9;
+const _: () = assert!(MAX == 1 << INDEX_BITS);
+
+/// Whether the network runs on this CPU (it needs AVX-512F; checked once and cached by std).
 pub fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -23,53 +33,36 @@ pub fn available() -> bool {
     }
 }
 
-/// Sorts `v` ascending and returns true; returns false and leaves `v` untouched when
-/// `v` is longer than [`MAX`] or the CPU lacks AVX-512.
-pub fn sort(v: &mut [u64]) -> bool {
-    if v.len() > MAX || !available() {
-        return false;
-    }
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: the CPU has AVX-512F (checked above) and `v` fits in 64 registers.
-    unsafe {
-        avx512::sort(v)
-    };
-    true
+/// Scratch buffers of [`Packed::pack`], reused from one row to the next.
+#[derive(Default)]
+pub struct Packed {
+    /// Full order keys with the index in the low 9 bits (the first pass).
+    wide: Vec<u64>,
+    /// The packed 32-bit keys, then sorted.
+    keys: Vec<u32>,
 }
 
-/// Writes the finite values of `row` (at most [`MAX`]) to the front of `out` as packed
-/// keys, `order_key(x)` with its low 9 bits replaced by the value's index, and returns
-/// how many there are; `out` must hold `row.len() + 8` keys. Only where [`available`].
-///
-/// Keys that differ only in their low 9 bits come out of [`sort`] in index order: the
-/// caller puts them in value order afterwards (rare outside exact ties, which are
-/// meant to be in index order anyway).
-pub fn pack_finite(row: &[f64], out: &mut [u64]) -> usize {
-    assert!(row.len() <= MAX && out.len() >= row.len() + 8 && available(), "pack_finite: bad call");
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: the CPU has AVX-512F and `out` has room (both checked above).
-    unsafe {
-        avx512::pack_finite(row, out)
+impl Packed {
+    /// Packs the finite values of `row` (at most [`MAX`]), sorts them and writes their
+    /// (order key, index) pairs to `out` in that order: ascending up to keys equal in
+    /// their packed bits, which stay in index order. Returns a bitset of the positions
+    /// whose key is below the one before (where the caller must finish the sort). Only
+    /// where [`available`].
+    pub fn sort(&mut self, row: &[f64], out: &mut Vec<(u64, u32)>) -> [u64; MAX / 64] {
+        assert!(row.len() <= MAX && available(), "netsort: bad call");
+        self.wide.resize(row.len() + 8, 0);
+        self.keys.resize(row.len() + 16, 0);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX-512F, the row fits and both buffers have the room the
+        // kernels need (all checked above); the packed indices come from `row`.
+        unsafe {
+            let n = avx512::pack_finite(row, &mut self.wide, &mut self.keys);
+            avx512::sort(&mut self.keys[..n]);
+            avx512::unpack(&self.keys[..n], row, out)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("available() is false here")
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    unreachable!("available() is false here")
-}
-
-/// The inverse of [`pack_finite`] after [`sort`]: replaces `out` by the (order key,
-/// index) pairs of the sorted packed keys, reading each full key back from `row`, and
-/// returns whether any key is smaller than the one before it (keys that differ only in
-/// the low 9 bits, left in index order: the caller must then finish the sort). Only
-/// where [`available`].
-pub fn unpack(packed: &[u64], row: &[f64], out: &mut Vec<(u64, u32)>) -> bool {
-    assert!(row.len() <= MAX && packed.len() <= row.len() && available(), "unpack: bad call");
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: the CPU has AVX-512F (checked above); every packed index is below MAX and
-    // below row.len() (pack_finite wrote them), which the kernel checks again by masking.
-    unsafe {
-        avx512::unpack(packed, row, out)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    unreachable!("available() is false here")
 }
 
 // The kernel writes each (u64, u32) pair as two u64 lanes: key, then index (the upper half
@@ -78,84 +71,184 @@ const _: () = assert!(
     std::mem::size_of::<(u64, u32)>() == 16 && std::mem::offset_of!((u64, u32), 0) == 0 && std::mem::offset_of!((u64, u32), 1) == 8
 );
 
+/// Lane permutations of [`clean2`](avx512): which lane of the pair (L, H) (0..16 L,
+/// 16..32 H) each lane of the next pair takes, for the half-cleaner layers at distances
+/// 4, 2 and 1 of two bitonic registers a (elements 0..16) and b (16..32), and the final
+/// lanes of a and b. Worked out by following each element through the layers: the lower
+/// of a compared pair keeps the lower element's place.
+const fn clean_perms() -> [[u32; 16]; 8] {
+    let mut out = [[0u32; 16]; 8];
+    // After the distance-8 layer: L = a0..a7 b0..b7, H = the partners 8 above.
+    let mut l = [0u32; 16];
+    let mut k = 0;
+    while k < 16 {
+        l[k] = if k < 8 { k as u32 } else { 8 + k as u32 };
+        k += 1;
+    }
+    let mut h = [0u32; 16];
+    k = 0;
+    while k < 16 {
+        h[k] = l[k] + 8;
+        k += 1;
+    }
+    let mut layer = 0;
+    while layer < 3 {
+        let d = 4u32 >> layer;
+        // The lower elements of each pair at distance d, a's first, in index order.
+        let mut nl = [0u32; 16];
+        let (mut e, mut m) = (0u32, 0);
+        while e < 32 {
+            if e & d == 0 {
+                nl[m] = e;
+                m += 1;
+            }
+            e += 1;
+        }
+        let mut j = 0;
+        while j < 16 {
+            out[2 * layer][j] = find(&l, &h, nl[j]);
+            out[2 * layer + 1][j] = find(&l, &h, nl[j] + d);
+            j += 1;
+        }
+        j = 0;
+        while j < 16 {
+            h[j] = nl[j] + d;
+            l[j] = nl[j];
+            j += 1;
+        }
+        layer += 1;
+    }
+    let mut j = 0;
+    while j < 16 {
+        out[6][j] = find(&l, &h, j as u32);
+        out[7][j] = find(&l, &h, 16 + j as u32);
+        j += 1;
+    }
+    out
+}
+
+/// Where element `e` is in the pair (L, H), as a two-source permute index.
+const fn find(l: &[u32; 16], h: &[u32; 16], e: u32) -> u32 {
+    let mut j = 0;
+    while j < 16 {
+        if l[j] == e {
+            return j as u32;
+        }
+        if h[j] == e {
+            return 16 + j as u32;
+        }
+        j += 1;
+    }
+    panic!("every element is in L or H")
+}
+
+const CLEAN: [[u32; 16]; 8] = clean_perms();
+
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
+    use super::{CLEAN, INDEX_BITS};
     use std::arch::x86_64::*;
 
     #[inline]
     #[target_feature(enable = "avx512f")]
-    fn idx(p: [i64; 8]) -> __m512i {
-        _mm512_setr_epi64(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7])
+    fn idx(p: [u32; 16]) -> __m512i {
+        // SAFETY: reads 64 bytes from a 64-byte array.
+        unsafe { _mm512_loadu_si512(p.as_ptr().cast()) }
     }
 
     /// (min, max) of two registers, lane by lane: one comparator layer between registers.
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn minmax(x: __m512i, y: __m512i) -> (__m512i, __m512i) {
-        (_mm512_min_epu64(x, y), _mm512_max_epu64(x, y))
+        (_mm512_min_epu32(x, y), _mm512_max_epu32(x, y))
     }
 
-    /// The lane permutations [`clean2`] and [`merge`] use, built once per
-    /// sort (index k < 8 takes lane k of the first source, 8 + k lane k of the second).
+    /// The lane permutations [`clean2`] and [`merge`] use, built once per sort.
     struct Perms {
         rev: __m512i,
-        d2_lo: __m512i,
-        d2_hi: __m512i,
-        even: __m512i,
-        odd: __m512i,
-        out_a: __m512i,
-        out_b: __m512i,
+        clean: [__m512i; 8],
     }
 
     impl Perms {
         #[inline]
         #[target_feature(enable = "avx512f")]
         fn new() -> Perms {
-            Perms {
-                rev: idx([7, 6, 5, 4, 3, 2, 1, 0]),
-                d2_lo: idx([0, 1, 8, 9, 4, 5, 12, 13]),
-                d2_hi: idx([2, 3, 10, 11, 6, 7, 14, 15]),
-                even: idx([0, 2, 4, 6, 8, 10, 12, 14]),
-                odd: idx([1, 3, 5, 7, 9, 11, 13, 15]),
-                out_a: idx([0, 8, 4, 12, 1, 9, 5, 13]),
-                out_b: idx([2, 10, 6, 14, 3, 11, 7, 15]),
-            }
+            Perms { rev: idx([15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0]), clean: CLEAN.map(|p| idx(p)) }
         }
     }
 
-    /// Sorts two registers, each holding a bitonic sequence of 8 keys: the half-cleaners
-    /// at lane distances 4, 2 and 1 of both, with the two registers' lanes regrouped so
-    /// that each layer is one min/max between registers (two permutes and a min/max per
-    /// layer, instead of a permute, min, max and blend per register).
+    /// Sorts two registers, each holding a bitonic sequence of 16 keys: the half-cleaners
+    /// at lane distances 8, 4, 2 and 1 of both, with the two registers' lanes regrouped
+    /// so that each layer is one min/max between registers (see
+    /// [`clean_perms`](super::clean_perms)).
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn clean2(a: __m512i, b: __m512i, p: &Perms) -> (__m512i, __m512i) {
-        // Distance 4: the low halves of a and b against their high halves.
-        let (l, h) = minmax(_mm512_shuffle_i64x2::<0x44>(a, b), _mm512_shuffle_i64x2::<0xEE>(a, b));
-        // l = [a0 a1 a2 a3 b0 b1 b2 b3], h = [a4 .. a7 b4 .. b7]. Distance 2:
-        let (l, h) = minmax(_mm512_permutex2var_epi64(l, p.d2_lo, h), _mm512_permutex2var_epi64(l, p.d2_hi, h));
-        // l = [a0 a1 a4 a5 b0 b1 b4 b5], h = [a2 a3 a6 a7 b2 b3 b6 b7]. Distance 1:
-        let (l, h) = minmax(_mm512_permutex2var_epi64(l, p.even, h), _mm512_permutex2var_epi64(l, p.odd, h));
-        // l = [a0 a4 b0 b4 a2 a6 b2 b6], h = [a1 a5 b1 b5 a3 a7 b3 b7]: back to order.
-        (_mm512_permutex2var_epi64(l, p.out_a, h), _mm512_permutex2var_epi64(l, p.out_b, h))
+        // Distance 8: the low halves of a and b against their high halves.
+        let (mut l, mut h) = minmax(_mm512_shuffle_i64x2::<0x44>(a, b), _mm512_shuffle_i64x2::<0xEE>(a, b));
+        for layer in 0..3 {
+            let (c, d) = (p.clean[2 * layer], p.clean[2 * layer + 1]);
+            (l, h) = minmax(_mm512_permutex2var_epi32(l, c, h), _mm512_permutex2var_epi32(l, d, h));
+        }
+        (_mm512_permutex2var_epi32(l, p.clean[6], h), _mm512_permutex2var_epi32(l, p.clean[7], h))
     }
 
-    /// Sorts 64 keys held in 8 registers: Batcher's 19-comparator network sorts every
-    /// lane across the registers, a transpose turns those columns into 8 sorted
-    /// registers, and three merge levels join them, all in registers.
+    /// Batcher's odd-even merge sort of 16 inputs (63 comparators in 10 layers; checked
+    /// on all 2^16 zero-one inputs).
+    const NET16: [(usize, usize); 63] = [
+        (0, 1), (2, 3), (0, 2), (1, 3), (1, 2), (4, 5), (6, 7), (4, 6), (5, 7), (5, 6), (0, 4), (2, 6), (2, 4),
+        (1, 5), (3, 7), (3, 5), (1, 2), (3, 4), (5, 6), (8, 9), (10, 11), (8, 10), (9, 11), (9, 10), (12, 13),
+        (14, 15), (12, 14), (13, 15), (13, 14), (8, 12), (10, 14), (10, 12), (9, 13), (11, 15), (11, 13), (9, 10),
+        (11, 12), (13, 14), (0, 8), (4, 12), (4, 8), (2, 10), (6, 14), (6, 10), (2, 4), (6, 8), (10, 12), (1, 9),
+        (5, 13), (5, 9), (3, 11), (7, 15), (7, 11), (3, 5), (7, 9), (11, 13), (1, 2), (3, 4), (5, 6), (7, 8),
+        (9, 10), (11, 12), (13, 14),
+    ];
+
+    /// Transposes 16 registers of 16 lanes: lane j of register i becomes lane i of
+    /// register j.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    fn sort64(mut r: [__m512i; 8], p: &Perms) -> [__m512i; 8] {
-        const NET: [(usize, usize); 19] = [
-            (0, 1), (2, 3), (4, 5), (6, 7), (0, 2), (1, 3), (4, 6), (5, 7), (1, 2), (5, 6),
-            (0, 4), (1, 5), (2, 6), (3, 7), (2, 4), (3, 5), (1, 2), (3, 4), (5, 6),
-        ];
-        for (i, j) in NET {
+    pub(super) fn transpose16(r: [__m512i; 16]) -> [__m512i; 16] {
+        let mut t = r;
+        for i in 0..8 {
+            t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+            t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+        }
+        let mut u = t;
+        for i in 0..4 {
+            let b = 4 * i;
+            u[b] = _mm512_unpacklo_epi64(t[b], t[b + 2]);
+            u[b + 1] = _mm512_unpackhi_epi64(t[b], t[b + 2]);
+            u[b + 2] = _mm512_unpacklo_epi64(t[b + 1], t[b + 3]);
+            u[b + 3] = _mm512_unpackhi_epi64(t[b + 1], t[b + 3]);
+        }
+        let mut v = u;
+        for g in [0, 8] {
+            for j in 0..4 {
+                v[g + j] = _mm512_shuffle_i32x4::<0x88>(u[g + j], u[g + j + 4]);
+                v[g + j + 4] = _mm512_shuffle_i32x4::<0xDD>(u[g + j], u[g + j + 4]);
+            }
+        }
+        let mut w = v;
+        for j in 0..8 {
+            w[j] = _mm512_shuffle_i32x4::<0x88>(v[j], v[j + 8]);
+            w[j + 8] = _mm512_shuffle_i32x4::<0xDD>(v[j], v[j + 8]);
+        }
+        w
+    }
+
+    /// Sorts 256 keys held in 16 registers: the column network sorts every lane across
+    /// the registers, a transpose turns those columns into 16 sorted registers, and four
+    /// merge levels join them, all in registers.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn sort256(mut r: [__m512i; 16], p: &Perms) -> [__m512i; 16] {
+        for (i, j) in NET16 {
             (r[i], r[j]) = minmax(r[i], r[j]);
         }
-        let mut r = crate::data::avx512::transpose8(r);
-        for w in [1, 2, 4] {
-            for s in (0..8).step_by(2 * w) {
+        let mut r = transpose16(r);
+        for w in [1, 2, 4, 8] {
+            for s in (0..16).step_by(2 * w) {
                 merge(&mut r[s..s + 2 * w], p);
             }
         }
@@ -175,14 +268,14 @@ mod avx512 {
         // reversed. The maxima are kept in reversed order (register q of the second half
         // gets the maxima of register q of the first), which is still bitonic.
         if w == 1 {
-            let (x, y) = minmax(a[0], _mm512_permutexvar_epi64(p.rev, b[0]));
+            let (x, y) = minmax(a[0], _mm512_permutexvar_epi32(p.rev, b[0]));
             (a[0], b[0]) = clean2(x, y, p);
             return;
         }
         for q in 0..w / 2 {
             let e = w - 1 - q;
-            let (lo0, hi0) = minmax(a[q], _mm512_permutexvar_epi64(p.rev, b[e]));
-            let (lo1, hi1) = minmax(a[e], _mm512_permutexvar_epi64(p.rev, b[q]));
+            let (lo0, hi0) = minmax(a[q], _mm512_permutexvar_epi32(p.rev, b[e]));
+            let (lo1, hi1) = minmax(a[e], _mm512_permutexvar_epi32(p.rev, b[q]));
             (a[q], b[q], a[e], b[e]) = (lo0, hi0, lo1, hi1);
         }
         for h in [a, b] {
@@ -227,19 +320,23 @@ mod avx512 {
         h.copy_from_slice(&r);
     }
 
-    /// See [`super::pack_finite`].
+    /// Writes the finite values of `row` to the front of `keys` as packed 32-bit keys
+    /// (see the module doc) and returns how many there are.
     ///
     /// # Safety
-    /// The CPU must support AVX-512F, `row.len() <= 512` and `out.len() >= row.len() + 8`.
+    /// The CPU must support AVX-512F, `row.len() <= 512`, `wide.len() >= row.len() + 8`
+    /// and `keys.len() >= row.len() + 16`.
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn pack_finite(row: &[f64], out: &mut [u64]) -> usize {
-        let (len, src, dst) = (row.len(), row.as_ptr(), out.as_mut_ptr() as *mut i64);
+    pub unsafe fn pack_finite(row: &[f64], wide: &mut [u64], keys: &mut [u32]) -> usize {
+        let (len, src, dst) = (row.len(), row.as_ptr(), wide.as_mut_ptr() as *mut i64);
         let zero = _mm512_setzero_pd();
         let top = _mm512_set1_epi64(i64::MIN);
         let keep = _mm512_set1_epi64(!511);
         let step = _mm512_set1_epi64(8);
         let mut ix = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
+        let (mut lo, mut hi) = (_mm512_set1_epi64(-1), _mm512_setzero_si512());
         let mut n = 0usize;
+        // First pass: full order keys with the index in their low bits, and their range.
         for q in 0..len.div_ceil(8) {
             let lanes = ((1u16 << (len - 8 * q).min(8)) - 1) as __mmask8;
             // SAFETY: only the lanes inside `row` are read.
@@ -250,42 +347,63 @@ mod avx512 {
             let packed = _mm512_or_si512(_mm512_and_si512(key, keep), ix);
             // x - x is 0 exactly when x is finite.
             let finite = _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(_mm512_sub_pd(x, x), zero) & lanes;
-            // SAFETY: n + 8 <= 8q + 8 <= len + 8 <= out.len().
+            lo = _mm512_mask_min_epu64(lo, finite, lo, packed);
+            hi = _mm512_mask_max_epu64(hi, finite, hi, packed);
+            // SAFETY: n + 8 <= 8q + 8 <= len + 8 <= wide.len().
             unsafe { _mm512_storeu_epi64(dst.add(n), _mm512_maskz_compress_epi64(finite, packed)) };
             n += finite.count_ones() as usize;
             ix = _mm512_add_epi64(ix, step);
         }
+        // Every key lies in [lo, hi], so they share the bits above the highest one where
+        // lo and hi differ: keep the 23 bits from there down (never into the index).
+        let differ = (_mm512_reduce_min_epu64(lo) ^ _mm512_reduce_max_epu64(hi)) & !511;
+        let high = 63 - differ.leading_zeros().min(63);
+        let shift = high.saturating_sub(31 - INDEX_BITS).max(INDEX_BITS) as u64;
+        let sh = _mm_set1_epi64x(shift as i64);
+        let prefix = _mm512_set1_epi64((1 << (32 - INDEX_BITS)) - 1);
+        let index = _mm512_set1_epi64(511);
+        let out = keys.as_mut_ptr() as *mut __m256i;
+        for q in 0..n.div_ceil(8) {
+            // SAFETY: 8q + 8 <= n + 8 <= wide.len(); lanes past n are never sorted.
+            let w = unsafe { _mm512_loadu_epi64(dst.add(8 * q)) };
+            let k = _mm512_or_si512(_mm512_slli_epi64::<9>(_mm512_and_si512(_mm512_srl_epi64(w, sh), prefix)), _mm512_and_si512(w, index));
+            // SAFETY: 8q + 8 <= n + 8 <= keys.len().
+            unsafe { _mm256_storeu_si256(out.add(q), _mm512_cvtepi64_epi32(k)) };
+        }
         n
     }
 
-    /// See [`super::unpack`].
+    /// Replaces `out` by the (order key, index) pairs of the sorted packed keys, reading
+    /// each full key back from `row`, and returns the bitset of the positions whose key
+    /// is smaller than the one before.
     ///
     /// # Safety
     /// The CPU must support AVX-512F and `packed` must come from `pack_finite(row, ..)`.
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn unpack(packed: &[u64], row: &[f64], out: &mut Vec<(u64, u32)>) -> bool {
+    pub unsafe fn unpack(packed: &[u32], row: &[f64], out: &mut Vec<(u64, u32)>) -> [u64; 8] {
         let n = packed.len();
         out.clear();
         out.reserve(n);
-        let (src, dst) = (packed.as_ptr() as *const i64, out.as_mut_ptr() as *mut i64);
+        let (src, dst) = (packed.as_ptr(), out.as_mut_ptr() as *mut i64);
         let low = _mm512_set1_epi64(511);
         let top = _mm512_set1_epi64(i64::MIN);
         let zero = _mm512_setzero_pd();
         let first = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
         let second = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
         let mut prev = _mm512_setzero_si512();
-        let mut inverted = 0u8;
+        let mut steps = [0u64; 8];
         for q in 0..n.div_ceil(8) {
             let lanes = ((1u16 << (n - 8 * q).min(8)) - 1) as __mmask8;
             // SAFETY: only lanes inside `packed` are read; indices lie inside `row`.
-            let ix = _mm512_and_si512(unsafe { _mm512_maskz_loadu_epi64(lanes, src.add(8 * q)) }, low);
+            let p = unsafe { _mm512_maskz_loadu_epi32(lanes.into(), src.add(8 * q).cast()) };
+            let ix = _mm512_and_si512(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(p)), low);
             let x = unsafe { _mm512_mask_i64gather_pd::<8>(zero, lanes, ix, row.as_ptr()) };
             // order_key, as in pack_finite.
             let b = _mm512_castpd_si512(_mm512_add_pd(x, zero));
             let key = _mm512_xor_si512(b, _mm512_or_si512(_mm512_srai_epi64::<63>(b), top));
             // Each key against the one before it: [previous register's last, this one's 0..6].
             let before = _mm512_alignr_epi64::<7>(key, prev);
-            inverted |= _mm512_mask_cmpgt_epu64_mask(lanes, before, key);
+            steps[q / 8] |= u64::from(_mm512_mask_cmpgt_epu64_mask(lanes, before, key)) << (8 * (q % 8));
             prev = key;
             let (lo, hi) = (_mm512_permutex2var_epi64(key, first, ix), _mm512_permutex2var_epi64(key, second, ix));
             let (m_lo, m_hi) = ((lanes & 0x0f) as u16, (lanes >> 4) as u16);
@@ -297,7 +415,7 @@ mod avx512 {
         }
         // SAFETY: the loop wrote all n pairs (both lanes of each).
         unsafe { out.set_len(n) };
-        inverted != 0
+        steps
     }
 
     /// Sorts `v` (at most 512 keys) ascending.
@@ -305,38 +423,58 @@ mod avx512 {
     /// # Safety
     /// The CPU must support AVX-512F and `v.len()` must be at most 512.
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn sort(v: &mut [u64]) {
+    pub unsafe fn sort(v: &mut [u32]) {
         let n = v.len();
         if n < 2 {
             return;
         }
         let p = Perms::new();
         // Padding with the largest key: it sorts to the end and is never stored back.
-        let pad = _mm512_set1_epi64(-1);
-        let used = n.div_ceil(8);
-        let r = used.next_power_of_two().max(8);
-        let mut regs = [pad; 64];
-        let ptr = v.as_mut_ptr() as *mut i64;
-        let mask = |q: usize| (((1u16 << (n - 8 * q).min(8)) - 1) & 0xff) as __mmask8;
+        let pad = _mm512_set1_epi32(-1);
+        let used = n.div_ceil(16);
+        let r = used.next_power_of_two().max(16);
+        let mut regs = [pad; 32];
+        let ptr = v.as_mut_ptr() as *mut i32;
+        let mask = |q: usize| ((1u32 << (n - 16 * q).min(16)) - 1) as __mmask16;
         for (q, reg) in regs.iter_mut().enumerate().take(used) {
             // SAFETY: the lanes `mask` keeps lie inside `v`; the others are not read.
-            *reg = unsafe { _mm512_mask_loadu_epi64(pad, mask(q), ptr.add(8 * q)) };
+            *reg = unsafe { _mm512_mask_loadu_epi32(pad, mask(q), ptr.add(16 * q)) };
         }
-        for block in regs[..r].chunks_exact_mut(8) {
-            let b: [__m512i; 8] = [block[0], block[1], block[2], block[3], block[4], block[5], block[6], block[7]];
-            block.copy_from_slice(&sort64(b, &p));
+        for block in regs[..r].chunks_exact_mut(16) {
+            let b: [__m512i; 16] = std::array::from_fn(|i| block[i]);
+            block.copy_from_slice(&sort256(b, &p));
         }
-        let mut w = 8;
-        while w < r {
-            for run in regs[..r].chunks_exact_mut(2 * w) {
-                merge(run, &p);
-            }
-            w *= 2;
+        if r == 32 {
+            merge(&mut regs, &p);
         }
         for (q, reg) in regs.iter().enumerate().take(used) {
             // SAFETY: as for the load.
-            unsafe { _mm512_mask_storeu_epi64(ptr.add(8 * q), mask(q), *reg) };
+            unsafe { _mm512_mask_storeu_epi32(ptr.add(16 * q), mask(q), *reg) };
         }
+    }
+
+    #[cfg(test)]
+    pub(super) fn sort_keys(v: &mut [u32]) {
+        assert!(v.len() <= 512 && super::available());
+        // SAFETY: checked just above.
+        unsafe { sort(v) }
+    }
+
+    #[cfg(test)]
+    pub(super) fn transpose_rows(m: &[[u32; 16]; 16]) -> [[u32; 16]; 16] {
+        assert!(super::available());
+        #[target_feature(enable = "avx512f")]
+        fn go(m: &[[u32; 16]; 16]) -> [[u32; 16]; 16] {
+            let t = transpose16(std::array::from_fn(|i| idx(m[i])));
+            // SAFETY: each register is stored to a 64-byte array.
+            std::array::from_fn(|i| {
+                let mut o = [0u32; 16];
+                unsafe { _mm512_storeu_si512(o.as_mut_ptr().cast(), t[i]) };
+                o
+            })
+        }
+        // SAFETY: the CPU has AVX-512F (asserted above).
+        unsafe { go(m) }
     }
 }
 
@@ -344,36 +482,91 @@ mod avx512 {
 mod tests {
     use super::*;
 
+    fn rng(mut s: u64) -> impl FnMut() -> u64 {
+        move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        }
+    }
+
+    #[test]
+    fn transpose16_transposes() {
+        if !available() {
+            return;
+        }
+        let m: [[u32; 16]; 16] = std::array::from_fn(|i| std::array::from_fn(|j| (16 * i + j) as u32));
+        let t = avx512::transpose_rows(&m);
+        for i in 0..16 {
+            for j in 0..16 {
+                assert_eq!(t[j][i], m[i][j], "lane {j} of register {i}");
+            }
+        }
+    }
+
     #[test]
     fn sorts_like_the_standard_sort() {
         if !available() {
             eprintln!("no AVX-512 on this CPU: the network sort is not used here");
             return;
         }
-        let mut s = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
-        for n in (0..=MAX).chain([1, 2, 7, 8, 9, 63, 64, 65, 496, 511]) {
+        let mut rnd = rng(0x9e37_79b9_7f4a_7c15);
+        for n in (0..=MAX).chain([1, 2, 15, 16, 17, 255, 256, 257, 496, 511]) {
             for kind in 0..4 {
-                let mut v: Vec<u64> = (0..n)
+                let mut v: Vec<u32> = (0..n)
                     .map(|i| match kind {
-                        0 => rnd(),
-                        1 => rnd() % 5,                   // heavy ties
-                        2 => i as u64,                    // sorted
-                        _ => u64::MAX - (i as u64 % 3),   // the padding value itself
+                        0 => rnd() as u32,
+                        1 => (rnd() % 5) as u32,          // heavy ties
+                        2 => i as u32,                    // sorted
+                        _ => u32::MAX - (i as u32 % 3),   // the padding value itself
                     })
                     .collect();
                 let mut want = v.clone();
                 want.sort_unstable();
-                assert!(sort(&mut v));
+                avx512::sort_keys(&mut v);
                 assert_eq!(v, want, "n = {n}, kind = {kind}");
             }
         }
-        let mut long = vec![0u64; MAX + 1];
-        assert!(!sort(&mut long), "longer than MAX is refused");
+    }
+
+    #[test]
+    fn packed_keys_keep_the_order_of_the_values() {
+        if !available() {
+            return;
+        }
+        let mut rnd = rng(7);
+        let mut p = Packed::default();
+        let mut out = Vec::new();
+        for n in [0, 1, 2, 17, 300, 512] {
+            // Wide range (sign, exponents), narrow range (one exponent), and values equal
+            // in all but their last bits.
+            for scale in [1e6, 1e-3, 0.0] {
+                let row: Vec<f64> = (0..n)
+                    .map(|i| match rnd() % 40 {
+                        0 => f64::NAN,
+                        1 => f64::NEG_INFINITY,
+                        r if scale == 0.0 => f64::from_bits(3.0f64.to_bits() + r + i as u64 % 3),
+                        r => 1.0 + (r as f64 - 20.0) * scale * (i % 7) as f64,
+                    })
+                    .collect();
+                let steps = p.sort(&row, &mut out);
+                let mut keys: Vec<(u64, u32)> = out.clone();
+                keys.sort();
+                let mut want: Vec<(u64, u32)> =
+                    row.iter().enumerate().filter(|(_, x)| x.is_finite()).map(|(i, x)| (super::super::cross::order_key(*x), i as u32)).collect();
+                want.sort();
+                assert_eq!(keys, want, "n = {n}, scale = {scale}");
+                let want_steps: Vec<usize> = (1..out.len()).filter(|&i| out[i].0 < out[i - 1].0).collect();
+                let got_steps: Vec<usize> = (0..MAX).filter(|&i| steps[i / 64] >> (i % 64) & 1 == 1).collect();
+                assert_eq!(got_steps, want_steps, "n = {n}, scale = {scale}: the steps down are reported");
+                // Between the steps, the network's order is the key order, ties by index.
+                for i in 1..out.len() {
+                    if !want_steps.contains(&i) {
+                        assert!(out[i - 1] < out[i], "n = {n}, scale = {scale}: pairs {} and {i}", i - 1);
+                    }
+                }
+            }
+        }
     }
 }
