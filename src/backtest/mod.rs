@@ -23,7 +23,7 @@
 
 mod stats;
 
-pub use stats::{mean_std, pearson_finite, pearson_many};
+pub use stats::{mean_std, pearson4, pearson_finite, pearson_many};
 
 use crate::data::{DataError, MarketData, Panel, Period, Splits};
 use crate::expr::kernels::cross::{average_ranks, tie_runs, SortBuf};
@@ -102,7 +102,6 @@ fn nans_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[f64; 5], D::E
 
 /// Labels of one horizon, date-major over the period's dates.
 struct Labels {
-    horizon: usize,
     rows: Vec<f64>,
     /// Finite labels per date.
     counts: Vec<u32>,
@@ -116,7 +115,14 @@ pub struct Scorer {
     /// One past the last date of the period.
     end: usize,
     n_assets: usize,
-    main: Labels,
+    /// The label at the main horizon, then at each of `cfg.ic_horizons`, interleaved: per
+    /// date, per asset, [`lanes`](Self::lanes) values (NaN past the last horizon), so that
+    /// the ICs at four horizons read one vector per stock ([`pearson4`]).
+    labels: Vec<f64>,
+    /// Values per (date, asset) in `labels`: the horizons rounded up to a multiple of 4.
+    lanes: usize,
+    /// Finite main labels per date.
+    n_labelled: Vec<u32>,
     /// Average ranks (1-based) of the main label among its finite values, per date
     /// (multiples of 1/2 below 2^23, so `f32` holds them exactly at half the traffic).
     main_ranks: Vec<f32>,
@@ -128,7 +134,6 @@ pub struct Scorer {
     /// is finite. The scorer tests signal stocks against it in sorted (random) order, and
     /// 64 bytes stay in L1 where the 4 KB label row would not.
     labelled: Vec<u64>,
-    extra: Vec<Labels>,
 }
 
 /// Flag in [`Scorer::main_order`]: this entry's label differs from the previous entry's.
@@ -157,7 +162,7 @@ fn label_rows(close: &Panel, start: usize, end: usize, gap: usize, h: usize) -> 
             }
         }
     }
-    Labels { horizon: h, rows, counts }
+    Labels { rows, counts }
 }
 
 impl Scorer {
@@ -178,6 +183,15 @@ impl Scorer {
         // be held in memory anyway).
         debug_assert!(na < NEW_GROUP as usize);
         let main = label_rows(close, start, end, cfg.gap, cfg.horizon);
+        let extra: Vec<Labels> = cfg.ic_horizons.iter().map(|&h| label_rows(close, start, end, cfg.gap, h)).collect();
+        let lanes = (1 + extra.len()).div_ceil(4) * 4;
+        let mut labels = vec![f64::NAN; main.rows.len() * lanes];
+        for (k, l) in std::iter::once(&main).chain(&extra).enumerate() {
+            for (cell, &v) in l.rows.iter().enumerate() {
+                labels[cell * lanes + k] = v;
+            }
+        }
+        drop(extra);
         let words = words(na);
         let mut labelled = vec![0u64; (end - start) * words];
         let mut main_ranks = vec![f32::NAN; main.rows.len()];
@@ -197,8 +211,7 @@ impl Scorer {
                     }
                 });
             });
-        let extra = cfg.ic_horizons.iter().map(|&h| label_rows(close, start, end, cfg.gap, h)).collect();
-        Ok(Scorer { cfg, start, end, n_assets: na, main, main_ranks, main_order, labelled, extra })
+        Ok(Scorer { cfg, start, end, n_assets: na, labels, lanes, n_labelled: main.counts, main_ranks, main_order, labelled })
     }
 
     pub fn config(&self) -> &MetricsConfig {
@@ -266,7 +279,7 @@ impl Scorer {
         m.ic_tstat = ic / ic_sd * (ics.len() as f64).sqrt();
         m.n_days = ics.len();
         // Pearson IC at another horizon; NaN when that horizon is not configured.
-        let ic_at = |h: usize| match self.extra.iter().position(|l| l.horizon == h) {
+        let ic_at = |h: usize| match self.cfg.ic_horizons.iter().position(|&x| x == h) {
             Some(k) => mean_std(&days.iter().filter_map(|d| d.ic_extra.get(k).copied().flatten()).collect::<Vec<_>>()).0,
             None => f64::NAN,
         };
@@ -316,11 +329,14 @@ impl Scorer {
     fn day(&self, i: usize, sig: &[f64], sc: &mut Scratch, min: usize) -> Day {
         let na = self.n_assets;
         let row = i * na..(i + 1) * na;
-        let lab = &self.main.rows[row.clone()];
-        let mut day = Day { n_label: self.main.counts[i], ..Day::default() };
+        let lanes = self.lanes;
+        let labels = &self.labels[i * na * lanes..(i + 1) * na * lanes];
+        // The main label of asset k.
+        let lab = |k: u32| labels[k as usize * lanes];
+        let mut day = Day { n_label: self.n_labelled[i], ..Day::default() };
         // The label rows below are read in the signal's sorted order, i.e. at random: ask
         // for their cache lines now so they arrive while the signal is being sorted.
-        crate::data::prefetch(lab.as_ptr(), na);
+        crate::data::prefetch(labels.as_ptr(), na * lanes);
         crate::data::prefetch(self.main_ranks[row.clone()].as_ptr().cast(), na.div_ceil(2));
         let w = words(na);
         let bits = &self.labelled[i * w..(i + 1) * w];
@@ -343,13 +359,12 @@ impl Scorer {
             day.distinct = Some(uniq as f64 / all_len as f64);
         }
 
-        // Pearson IC at the main horizon and every extra one, four series per sweep.
-        let mut ics = Vec::with_capacity(1 + self.extra.len());
-        let series: Vec<&[f64]> = std::iter::once(lab).chain(self.extra.iter().map(|l| &l.rows[row.clone()])).collect();
-        for chunk in series.chunks(4) {
-            let pad = |j: usize| chunk.get(j).copied().unwrap_or(chunk[0]);
-            let r = pearson_many(sig, [pad(0), pad(1), pad(2), pad(3)], min);
-            ics.extend(r.into_iter().take(chunk.len()).map(|v| Some(v).filter(|v| v.is_finite())));
+        // Pearson IC at the main horizon and every extra one, four horizons per sweep.
+        let horizons = 1 + self.cfg.ic_horizons.len();
+        let mut ics = Vec::with_capacity(horizons);
+        for c in (0..horizons).step_by(4) {
+            let r = pearson4(sig, labels, lanes, c, min);
+            ics.extend(r.into_iter().take(horizons - c).map(|v| Some(v).filter(|v| v.is_finite())));
         }
         day.ic_extra = ics.split_off(1);
 
@@ -364,13 +379,13 @@ impl Scorer {
         // those stocks, the precomputed order restricted to the joint set stays sorted,
         // so they are re-ranked without a sort. Both sides' ranks have the exact mean
         // (n + 1) / 2 and centred ranks are multiples of 1/2, so these sums are exact.
-        let label_ranks: &[f32] = if n as u32 == self.main.counts[i] {
+        let label_ranks: &[f32] = if n as u32 == self.n_labelled[i] {
             &self.main_ranks[row]
         } else {
             // Branch-free compaction: which labelled stocks the signal misses is data. A
             // kept entry starts a tie group if it or any entry dropped since the previous
             // kept one did.
-            let order = &self.main_order[i * na..i * na + self.main.counts[i] as usize];
+            let order = &self.main_order[i * na..i * na + self.n_labelled[i] as usize];
             sc.lj.resize(order.len(), 0);
             let (mut m, mut pending) = (0, 0u32);
             for &e in order {
@@ -413,7 +428,7 @@ impl Scorer {
         let mut q = [0.0; 5];
         for (b, qv) in q.iter_mut().enumerate() {
             let (lo, hi) = (b * n / 5, (b + 1) * n / 5);
-            *qv = joint[lo..hi].iter().map(|&(_, k)| lab[k as usize]).sum::<f64>() / (hi - lo) as f64;
+            *qv = joint[lo..hi].iter().map(|&(_, k)| lab(k)).sum::<f64>() / (hi - lo) as f64;
         }
         day.quintiles = Some(q);
         let legs = n / 5;
@@ -426,7 +441,7 @@ impl Scorer {
         let above = n - tie_end;
         day.long = sc.joint[tie_end..].iter().map(|&(_, k)| k).collect();
         day.long.extend(sc.joint[tie_start..tie_end].iter().take(legs - above).map(|&(_, k)| k));
-        let mean_of = |ix: &[u32]| ix.iter().map(|&k| lab[k as usize]).sum::<f64>() / ix.len() as f64;
+        let mean_of = |ix: &[u32]| ix.iter().map(|&k| lab(k)).sum::<f64>() / ix.len() as f64;
         day.ls = Some(mean_of(&day.long) - mean_of(&day.short));
         day
     }
