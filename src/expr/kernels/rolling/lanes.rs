@@ -121,14 +121,57 @@ fn ts_rank8(x: &[f64], d: usize, out: &mut [f64]) {
     }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
-        #[target_feature(enable = "avx512f")]
-        fn wide(x: &[f64], d: usize, out: &mut [f64]) {
-            body(x, d, out)
-        }
         // SAFETY: the CPU supports AVX-512F (checked just above).
-        return unsafe { wide(x, d, out) };
+        return unsafe { ts_rank8_avx512(x, d, out) };
     }
     body(x, d, out)
+}
+
+/// `ts_rank8` with the window counts in AVX-512 registers: per window day one load, two
+/// compares into masks and two masked 64-bit adds (the compiler's version narrowed every
+/// mask to 32-bit lanes and split the eight lanes over three registers). Same results.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn ts_rank8_avx512(x: &[f64], d: usize, out: &mut [f64]) {
+    use std::arch::x86_64::*;
+    let n = x.len() / W;
+    let mut nbad = [0u32; W];
+    let dn = _mm512_set1_pd(d as f64);
+    let (one, one_pd, two) = (_mm512_set1_epi64(1), _mm512_set1_pd(1.0), _mm512_set1_pd(2.0));
+    for t in 0..n {
+        let xt = row(x, t);
+        let xo = if t >= d { row(x, t - d) } else { [0.0; W] };
+        for l in 0..W {
+            nbad[l] = nbad[l] + u32::from(!xt[l].is_finite()) - u32::from(!xo[l].is_finite());
+        }
+        let o = &mut out[t * W..(t + 1) * W];
+        if t + 1 < d || d == 0 {
+            o.fill(f64::NAN);
+            continue;
+        }
+        // SAFETY: reads the W values of day t, inside `x`.
+        let xv = unsafe { _mm512_loadu_pd(x.as_ptr().add(t * W)) };
+        let (mut lt, mut eq) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+        for u in x[(t + 1 - d) * W..(t + 1) * W].chunks_exact(W) {
+            // SAFETY: `u` holds W values.
+            let uv = unsafe { _mm512_loadu_pd(u.as_ptr()) };
+            // Ordered compares: false with a NaN, like `<` and `==` on f64.
+            lt = _mm512_mask_add_epi64(lt, _mm512_cmp_pd_mask::<_CMP_LT_OQ>(uv, xv), lt, one);
+            eq = _mm512_mask_add_epi64(eq, _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(uv, xv), eq, one);
+        }
+        // Counts are below 2^31: through 32-bit lanes to f64, exactly.
+        let (ltf, eqf) = (_mm512_cvtepi32_pd(_mm512_cvtepi64_epi32(lt)), _mm512_cvtepi32_pd(_mm512_cvtepi64_epi32(eq)));
+        let r = _mm512_div_pd(_mm512_add_pd(ltf, _mm512_div_pd(_mm512_add_pd(eqf, one_pd), two)), dn);
+        let mut rs = [0.0; W];
+        // SAFETY: stores W values into a W-array.
+        unsafe { _mm512_storeu_pd(rs.as_mut_ptr(), r) };
+        for l in 0..W {
+            o[l] = if nbad[l] == 0 { rs[l] } else { f64::NAN };
+        }
+    }
 }
 
 /// Runs [`walk`] as AVX-512 code where the CPU has it (the same operations, wider vectors).
