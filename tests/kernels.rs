@@ -254,12 +254,16 @@ fn lane_kernels_equal_the_one_asset_kernels_on_real_data() {
     let d = common::sample();
     let (close, volume, high) = (d.field("close").expect("close"), d.field("volume").expect("volume"), d.field("high").expect("high"));
     let rank = |x: &[f64], _: &[f64], w: usize, o: &mut [f64]| rolling::ts_rank(x, w, o);
+    let ext = |e: Extreme| move |x: &[f64], _: &[f64], w: usize, o: &mut [f64]| rolling::extreme(x, w, e, o);
+    let (max, argmin) = (ext(Extreme::Max), ext(Extreme::ArgMin));
     for w in [2, 5, 10, 20] {
         for (name, x, y, lanes, one) in [
             ("corr(close, volume)", close, volume, rolling::corr_panel(close, volume, w), &rolling::corr as &dyn Fn(&[f64], &[f64], usize, &mut [f64])),
             ("corr(high, close)", high, close, rolling::corr_panel(high, close, w), &rolling::corr),
             ("cov(close, volume)", close, volume, rolling::cov_panel(close, volume, w), &rolling::cov),
             ("ts_rank(volume)", volume, volume, rolling::ts_rank_panel(volume, w), &rank),
+            ("ts_max(close)", close, close, rolling::extreme_panel(close, w, Extreme::Max), &max),
+            ("ts_argmin(volume)", volume, volume, rolling::extreme_panel(volume, w, Extreme::ArgMin), &argmin),
         ] {
             let mut want = vec![0.0; d.n_dates()];
             let mut finite = 0;

@@ -118,7 +118,7 @@ fn ts_extreme(v: Vec<Value>, c: &OpCtx, which: Extreme) -> Value {
     let [x] = args(v);
     let p = x.into_panel(c.n_dates, c.n_assets);
     let d = c.windows[0];
-    Value::Panel(Arc::new(rolling::per_asset(&p, |s, o| rolling::extreme(s, d, which, o))))
+    Value::Panel(Arc::new(rolling::extreme_panel(&p, d, which)))
 }
 
 fn cs(v: Vec<Value>, c: &OpCtx, k: fn(&crate::data::Panel) -> crate::data::Panel) -> Value {

@@ -318,6 +318,11 @@ pub fn cov_panel(x: &Panel, y: &Panel, d: usize) -> Panel {
     lanes::pair_panel(x, y, d, cov_of)
 }
 
+/// [`extreme`] of every asset of a panel, eight assets at a time ([`lanes`]).
+pub fn extreme_panel(x: &Panel, d: usize, which: Extreme) -> Panel {
+    lanes::extreme_panel(x, d, which)
+}
+
 /// [`ts_rank`] of every asset of a panel, eight assets at a time ([`lanes`]).
 pub fn ts_rank_panel(x: &Panel, d: usize) -> Panel {
     lanes::ts_rank_panel(x, d)

@@ -7,7 +7,7 @@
 //! on eight lanes per instruction. What is rare and per-asset stays per lane: the exact
 //! recompute of the sums once per `d` steps and of an ill-conditioned window.
 
-use super::{exact_moments, ILL_CONDITIONED};
+use super::{exact_moments, Extreme, ILL_CONDITIONED};
 use crate::data::Panel;
 use rayon::prelude::*;
 
@@ -79,6 +79,106 @@ where
         |[x, y], o| super::pair_windows(x, y, d, o, f),
         |[x, y], [xs, ys], o| windows8(x, y, xs, ys, d, o, f),
     )
+}
+
+/// [`extreme`](super::extreme) (`ts_min`, `ts_max`, `ts_argmin`, `ts_argmax`) of every
+/// asset of a panel.
+pub fn extreme_panel(x: &Panel, d: usize, which: Extreme) -> Panel {
+    grouped([x], |[x], o| super::extreme(x, d, which, o), |[x], _, o| match which {
+        Extreme::Max => extreme8::<true, false>(x, d, o),
+        Extreme::Min => extreme8::<false, false>(x, d, o),
+        Extreme::ArgMax => extreme8::<true, true>(x, d, o),
+        Extreme::ArgMin => extreme8::<false, true>(x, d, o),
+    })
+}
+
+/// [`extreme`](super::extreme) for eight interleaved lanes: the same block prefix/suffix
+/// passes and the same winner per window (ties to the older day), each step a compare and
+/// selects on eight lanes; AVX-512 code where the CPU has it.
+fn extreme8<const MAX: bool, const ARG: bool>(x: &[f64], d: usize, out: &mut [f64]) {
+    #[inline(always)]
+    fn body<const MAX: bool, const ARG: bool>(x: &[f64], d: usize, out: &mut [f64], scratch: &mut [Vec<f64>; 4]) {
+        let n = x.len() / W;
+        if d == 0 || n < d {
+            out.fill(f64::NAN);
+            return;
+        }
+        #[allow(clippy::eq_op)]
+        let finite = |v: f64| v - v == 0.0;
+        let worst = if MAX { f64::NEG_INFINITY } else { f64::INFINITY };
+        let better = |a: f64, b: f64| if MAX { a > b } else { a < b };
+        let val = |t: usize| row(x, t).map(|u| if finite(u) { u } else { worst });
+        for b in scratch.iter_mut() {
+            b.resize(n * W, 0.0);
+        }
+        let [pv, pi, sv, si] = scratch;
+        for b0 in (0..n).step_by(d) {
+            let b1 = (b0 + d).min(n);
+            let (mut bv, mut bi) = (val(b0), [b0 as f64; W]);
+            for i in b0..b1 {
+                let v = val(i);
+                for l in 0..W {
+                    let c = better(v[l], bv[l]);
+                    bv[l] = if c { v[l] } else { bv[l] };
+                    bi[l] = if c { i as f64 } else { bi[l] };
+                }
+                pv[i * W..(i + 1) * W].copy_from_slice(&bv);
+                if ARG {
+                    pi[i * W..(i + 1) * W].copy_from_slice(&bi);
+                }
+            }
+            let (mut bv, mut bi) = (val(b1 - 1), [(b1 - 1) as f64; W]);
+            for i in (b0..b1).rev() {
+                let v = val(i);
+                for l in 0..W {
+                    let c = !better(bv[l], v[l]);
+                    bv[l] = if c { v[l] } else { bv[l] };
+                    bi[l] = if c { i as f64 } else { bi[l] };
+                }
+                sv[i * W..(i + 1) * W].copy_from_slice(&bv);
+                if ARG {
+                    si[i * W..(i + 1) * W].copy_from_slice(&bi);
+                }
+            }
+        }
+        let mut nbad = [0u32; W];
+        for t in 0..n {
+            let xt = row(x, t);
+            let xo = if t >= d { row(x, t - d) } else { [0.0; W] };
+            for l in 0..W {
+                nbad[l] = nbad[l] + u32::from(!finite(xt[l])) - u32::from(!finite(xo[l]));
+            }
+            let o = &mut out[t * W..(t + 1) * W];
+            if t + 1 < d {
+                o.fill(f64::NAN);
+                continue;
+            }
+            // The window is the tail of s's block (from s) plus the head of t's (to t).
+            let s = t + 1 - d;
+            let (nv, ov) = (row(pv, t), row(sv, s));
+            let (ni, oi) = if ARG { (row(pi, t), row(si, s)) } else { ([0.0; W], [0.0; W]) };
+            for l in 0..W {
+                let c = better(nv[l], ov[l]);
+                let r = if ARG { (if c { ni[l] } else { oi[l] }) - s as f64 + 1.0 } else if c { nv[l] } else { ov[l] };
+                o[l] = if nbad[l] == 0 { r } else { f64::NAN };
+            }
+        }
+    }
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<[Vec<f64>; 4]> = const { std::cell::RefCell::new([Vec::new(), Vec::new(), Vec::new(), Vec::new()]) };
+    }
+    SCRATCH.with_borrow_mut(|scratch| {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            #[target_feature(enable = "avx512f")]
+            fn wide<const MAX: bool, const ARG: bool>(x: &[f64], d: usize, out: &mut [f64], scratch: &mut [Vec<f64>; 4]) {
+                body::<MAX, ARG>(x, d, out, scratch)
+            }
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            return unsafe { wide::<MAX, ARG>(x, d, out, scratch) };
+        }
+        body::<MAX, ARG>(x, d, out, scratch)
+    })
 }
 
 /// [`ts_rank`](super::ts_rank) of every asset of a panel.
@@ -349,7 +449,7 @@ fn walk<F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{corr, cov, ts_rank};
+    use super::super::{corr, cov, extreme, ts_rank, Extreme};
     use crate::data::Panel;
 
     /// Assets whose series stress every path: NaN gaps, constant runs, values equal up to
@@ -390,10 +490,16 @@ mod tests {
             let (x, y) = (panel(nd, na, 11 + nd as u64), panel(nd, na, 977 + na as u64));
             for d in [1, 2, 3, 5, 10, 30, nd.max(1), nd + 1] {
                 let rank = |x: &[f64], _: &[f64], d: usize, o: &mut [f64]| ts_rank(x, d, o);
+                let ext = |w: Extreme| move |x: &[f64], _: &[f64], d: usize, o: &mut [f64]| extreme(x, d, w, o);
+                let (max, min, argmax, argmin) = (ext(Extreme::Max), ext(Extreme::Min), ext(Extreme::ArgMax), ext(Extreme::ArgMin));
                 for (name, lanes, one) in [
                     ("corr", super::super::corr_panel(&x, &y, d), &corr as &dyn Fn(&[f64], &[f64], usize, &mut [f64])),
                     ("cov", super::super::cov_panel(&x, &y, d), &cov),
                     ("ts_rank", super::super::ts_rank_panel(&x, d), &rank),
+                    ("ts_max", super::super::extreme_panel(&x, d, Extreme::Max), &max),
+                    ("ts_min", super::super::extreme_panel(&x, d, Extreme::Min), &min),
+                    ("ts_argmax", super::super::extreme_panel(&x, d, Extreme::ArgMax), &argmax),
+                    ("ts_argmin", super::super::extreme_panel(&x, d, Extreme::ArgMin), &argmin),
                 ] {
                     for a in 0..na {
                         let mut want = vec![0.0; nd];
