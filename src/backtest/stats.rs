@@ -55,17 +55,27 @@ pub fn pearson_many<const K: usize>(x: &[f64], ys: [&[f64]; K], min: usize) -> [
 /// accumulators, so the results are the same bit for bit.
 pub fn pearson4(x: &[f64], y: &[f64], stride: usize, offset: usize, min: usize) -> [f64; 4] {
     assert!(offset + 4 <= stride && y.len() >= x.len() * stride, "pearson4: bad layout");
-    let cell = |i: usize| {
-        let c = &y[i * stride + offset..i * stride + offset + 4];
-        [c[0], c[1], c[2], c[3]]
-    };
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the CPU has AVX-512F and the layout was checked above.
         let (n, sx, sy) = unsafe { avx512::pass1(x, y, stride, offset) };
-        return finish(x, cell, min, (n, sx, sy), |mx, my| unsafe { avx512::pass2(x, y, stride, offset, mx, my) });
+        return finish(x, |i| cell4(y, stride, offset, i), min, (n, sx, sy), |mx, my| unsafe { avx512::pass2(x, y, stride, offset, mx, my) });
     }
-    pearson_cells(x, cell, min)
+    pearson4_generic(x, y, stride, offset, min)
+}
+
+/// Cell i's four values in [`pearson4`]'s layout.
+#[inline(always)]
+fn cell4(y: &[f64], stride: usize, offset: usize, i: usize) -> [f64; 4] {
+    let c = &y[i * stride + offset..i * stride + offset + 4];
+    [c[0], c[1], c[2], c[3]]
+}
+
+crate::expr::kernels::avx2_dispatch! {
+/// [`pearson4`] without AVX-512.
+fn pearson4_generic(x: &[f64], y: &[f64], stride: usize, offset: usize, min: usize) -> [f64; 4] {
+    pearson_cells(x, |i| cell4(y, stride, offset, i), min)
+}
 }
 
 /// Per-series, per-lane sums: `[k][l]` for series k and lane l (cells i with i % L == l,
@@ -295,5 +305,6 @@ mod tests {
         // The same four series interleaved (and one padding column) give the same results.
         let inter: Vec<f64> = (0..97).flat_map(|i| [f64::NAN, cols[0][i], cols[1][i], cols[2][i], c[i]]).collect();
         assert_eq!(pearson4(&x, &inter, 5, 1, 20).map(f64::to_bits), many.map(f64::to_bits));
+        assert_eq!(pearson4_generic(&x, &inter, 5, 1, 20).map(f64::to_bits), many.map(f64::to_bits));
     }
 }

@@ -9,12 +9,12 @@
 //!
 //! Each value becomes one `u32`: the 23 leading bits of its order key below the prefix
 //! every value of the row shares, then its 9-bit index, so a plain key sort is also an
-//! arg-sort. Values equal in those 23 bits come out in index order, which [`unpack`]
-//! reports so that the caller can finish the sort (on real cross-sections, about one
-//! move per twenty values). Measured against the previous network on 64-bit keys (55
+//! arg-sort. Values equal in those 23 bits come out in index order; [`Packed::sort`]
+//! reports where that leaves a value below its predecessor, so that the caller can finish
+//! the sort (on real cross-sections, about one move per twenty values). Measured against the previous network on 64-bit keys (55
 //! key bits, eight per instruction): half the comparator work for the same layers.
 
-/// The largest row [`pack_finite`] takes (32 registers of 16 keys).
+/// The largest row [`Packed::sort`] takes (32 registers of 16 keys).
 pub const MAX: usize = 512;
 
 /// Bits of the index in a packed key.
@@ -33,7 +33,7 @@ pub fn available() -> bool {
     }
 }
 
-/// Scratch buffers of [`Packed::pack`], reused from one row to the next.
+/// The network's scratch buffers, reused from one row to the next.
 #[derive(Default)]
 pub struct Packed {
     /// Full order keys with the index in the low 9 bits (the first pass).
