@@ -187,60 +187,28 @@ pub fn ts_rank_panel(x: &Panel, d: usize) -> Panel {
 }
 
 /// [`ts_rank`](super::ts_rank) for eight interleaved lanes: the same counts, eight lanes
-/// per compare; AVX-512 code where the CPU has it.
+/// per compare; on AVX-512 with explicit mask instructions ([`ranks_avx512`]).
 fn ts_rank8(x: &[f64], d: usize, out: &mut [f64]) {
-    #[inline(always)]
-    fn body(x: &[f64], d: usize, out: &mut [f64]) {
-        let n = x.len() / W;
-        let mut nbad = [0u32; W];
-        let dn = d as f64;
-        for t in 0..n {
-            let xt = row(x, t);
-            let xo = if t >= d { row(x, t - d) } else { [0.0; W] };
-            for l in 0..W {
-                nbad[l] = nbad[l] + u32::from(!xt[l].is_finite()) - u32::from(!xo[l].is_finite());
-            }
-            let o = &mut out[t * W..(t + 1) * W];
-            if t + 1 < d || d == 0 {
-                o.fill(f64::NAN);
-                continue;
-            }
-            let (mut lt, mut eq) = ([0u32; W], [0u32; W]);
-            for s in t + 1 - d..=t {
-                let u = row(x, s);
-                for l in 0..W {
-                    lt[l] += u32::from(u[l] < xt[l]);
-                    eq[l] += u32::from(u[l] == xt[l]);
-                }
-            }
-            for l in 0..W {
-                let r = (lt[l] as f64 + (eq[l] as f64 + 1.0) / 2.0) / dn;
-                o[l] = if nbad[l] == 0 { r } else { f64::NAN };
-            }
-        }
-    }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
+        #[target_feature(enable = "avx512f")]
+        fn wide(x: &[f64], d: usize, out: &mut [f64]) {
+            // SAFETY: this function only runs where the CPU has AVX-512F.
+            ts_rank8_walk(x, d, out, |win, xt, dn| unsafe { ranks_avx512(win, xt, dn) })
+        }
         // SAFETY: the CPU supports AVX-512F (checked just above).
-        return unsafe { ts_rank8_avx512(x, d, out) };
+        return unsafe { wide(x, d, out) };
     }
-    body(x, d, out)
+    ts_rank8_walk(x, d, out, ranks)
 }
 
-/// `ts_rank8` with the window counts in AVX-512 registers: per window day one load, two
-/// compares into masks and two masked 64-bit adds (the compiler's version narrowed every
-/// mask to 32-bit lanes and split the eight lanes over three registers). Same results.
-///
-/// # Safety
-/// The CPU must support AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn ts_rank8_avx512(x: &[f64], d: usize, out: &mut [f64]) {
-    use std::arch::x86_64::*;
+/// The walk of `ts_rank8`: the days with a full window, NaN where it holds a non-finite
+/// value; `ranks(window rows, today's values, d)` gives each lane's rank of today's value.
+#[inline(always)]
+fn ts_rank8_walk(x: &[f64], d: usize, out: &mut [f64], ranks: impl Fn(&[f64], [f64; W], f64) -> [f64; W]) {
     let n = x.len() / W;
     let mut nbad = [0u32; W];
-    let dn = _mm512_set1_pd(d as f64);
-    let (one, one_pd, two) = (_mm512_set1_epi64(1), _mm512_set1_pd(1.0), _mm512_set1_pd(2.0));
+    let dn = d as f64;
     for t in 0..n {
         let xt = row(x, t);
         let xo = if t >= d { row(x, t - d) } else { [0.0; W] };
@@ -252,26 +220,55 @@ unsafe fn ts_rank8_avx512(x: &[f64], d: usize, out: &mut [f64]) {
             o.fill(f64::NAN);
             continue;
         }
-        // SAFETY: reads the W values of day t, inside `x`.
-        let xv = unsafe { _mm512_loadu_pd(x.as_ptr().add(t * W)) };
-        let (mut lt, mut eq) = (_mm512_setzero_si512(), _mm512_setzero_si512());
-        for u in x[(t + 1 - d) * W..(t + 1) * W].chunks_exact(W) {
-            // SAFETY: `u` holds W values.
-            let uv = unsafe { _mm512_loadu_pd(u.as_ptr()) };
-            // Ordered compares: false with a NaN, like `<` and `==` on f64.
-            lt = _mm512_mask_add_epi64(lt, _mm512_cmp_pd_mask::<_CMP_LT_OQ>(uv, xv), lt, one);
-            eq = _mm512_mask_add_epi64(eq, _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(uv, xv), eq, one);
-        }
-        // Counts are below 2^31: through 32-bit lanes to f64, exactly.
-        let (ltf, eqf) = (_mm512_cvtepi32_pd(_mm512_cvtepi64_epi32(lt)), _mm512_cvtepi32_pd(_mm512_cvtepi64_epi32(eq)));
-        let r = _mm512_div_pd(_mm512_add_pd(ltf, _mm512_div_pd(_mm512_add_pd(eqf, one_pd), two)), dn);
-        let mut rs = [0.0; W];
-        // SAFETY: stores W values into a W-array.
-        unsafe { _mm512_storeu_pd(rs.as_mut_ptr(), r) };
+        let r = ranks(&x[(t + 1 - d) * W..(t + 1) * W], xt, dn);
         for l in 0..W {
-            o[l] = if nbad[l] == 0 { rs[l] } else { f64::NAN };
+            o[l] = if nbad[l] == 0 { r[l] } else { f64::NAN };
         }
     }
+}
+
+/// Each lane's percentile rank of `xt` among the window's rows, ties averaged.
+#[inline(always)]
+fn ranks(win: &[f64], xt: [f64; W], dn: f64) -> [f64; W] {
+    let (mut lt, mut eq) = ([0u32; W], [0u32; W]);
+    for u in win.chunks_exact(W) {
+        for l in 0..W {
+            lt[l] += u32::from(u[l] < xt[l]);
+            eq[l] += u32::from(u[l] == xt[l]);
+        }
+    }
+    std::array::from_fn(|l| (lt[l] as f64 + (eq[l] as f64 + 1.0) / 2.0) / dn)
+}
+
+/// [`ranks`] with the counts in AVX-512 registers: per window day one load, two compares
+/// into masks and two masked 64-bit adds (the compiled [`ranks`] narrowed every mask to
+/// 32-bit lanes and split the eight lanes over three registers). Same results.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn ranks_avx512(win: &[f64], xt: [f64; W], dn: f64) -> [f64; W] {
+    use std::arch::x86_64::*;
+    let (one, one_pd, two) = (_mm512_set1_epi64(1), _mm512_set1_pd(1.0), _mm512_set1_pd(2.0));
+    // SAFETY: reads the W values of an array of W.
+    let xv = unsafe { _mm512_loadu_pd(xt.as_ptr()) };
+    let (mut lt, mut eq) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+    for u in win.chunks_exact(W) {
+        // SAFETY: `u` holds W values.
+        let uv = unsafe { _mm512_loadu_pd(u.as_ptr()) };
+        // Ordered compares: false with a NaN, like `<` and `==` on f64.
+        lt = _mm512_mask_add_epi64(lt, _mm512_cmp_pd_mask::<_CMP_LT_OQ>(uv, xv), lt, one);
+        eq = _mm512_mask_add_epi64(eq, _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(uv, xv), eq, one);
+    }
+    // Counts are below 2^31: through 32-bit lanes to f64, exactly.
+    let (ltf, eqf) = (_mm512_cvtepi32_pd(_mm512_cvtepi64_epi32(lt)), _mm512_cvtepi32_pd(_mm512_cvtepi64_epi32(eq)));
+    let r = _mm512_div_pd(_mm512_add_pd(ltf, _mm512_div_pd(_mm512_add_pd(eqf, one_pd), two)), _mm512_set1_pd(dn));
+    let mut rs = [0.0; W];
+    // SAFETY: stores W values into an array of W.
+    unsafe { _mm512_storeu_pd(rs.as_mut_ptr(), r) };
+    rs
 }
 
 /// Runs [`walk`] as AVX-512 code where the CPU has it (the same operations, wider vectors).
@@ -515,6 +512,27 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// The portable window ranks (used where the CPU lacks AVX-512) equal the AVX-512 ones.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn portable_ranks_equal_the_avx512_ones() {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            return;
+        }
+        let p = panel(64, 8, 5);
+        let mut x = vec![0.0; 64 * 8];
+        crate::data::transpose(p.as_slice(), 64, &mut x);
+        for d in [1, 2, 7, 64] {
+            for t in d - 1..64 {
+                let (win, xt) = (&x[(t + 1 - d) * super::W..(t + 1) * super::W], super::row(&x, t));
+                // SAFETY: the CPU has AVX-512F (checked above).
+                let fast = unsafe { super::ranks_avx512(win, xt, d as f64) };
+                let slow = super::ranks(win, xt, d as f64);
+                assert_eq!(fast.map(f64::to_bits), slow.map(f64::to_bits), "d = {d}, day {t}");
             }
         }
     }
