@@ -315,7 +315,7 @@ pub fn corr(x: &[f64], y: &[f64], d: usize, out: &mut [f64]) {
 
 /// [`cov`] of every asset of two panels, eight assets at a time ([`lanes`]).
 pub fn cov_panel(x: &Panel, y: &Panel, d: usize) -> Panel {
-    lanes::pair_panel(x, y, d, cov_of)
+    lanes::pair_panel::<false>(x, y, d)
 }
 
 /// [`extreme`] of every asset of a panel, eight assets at a time ([`lanes`]).
@@ -330,7 +330,7 @@ pub fn ts_rank_panel(x: &Panel, d: usize) -> Panel {
 
 /// [`corr`] of every asset of two panels, eight assets at a time ([`lanes`]).
 pub fn corr_panel(x: &Panel, y: &Panel, d: usize) -> Panel {
-    lanes::pair_panel(x, y, d, corr_of)
+    lanes::pair_panel::<true>(x, y, d)
 }
 
 /// Which statistic a monotonic-deque pass returns.

@@ -7,7 +7,7 @@
 //! on eight lanes per instruction. What is rare and per-asset stays per lane: the exact
 //! recompute of the sums once per `d` steps and of an ill-conditioned window.
 
-use super::{exact_moments, Extreme, ILL_CONDITIONED};
+use super::{corr_of, cov_of, exact_moments, Extreme, ILL_CONDITIONED};
 use crate::data::Panel;
 use rayon::prelude::*;
 
@@ -67,18 +67,24 @@ fn grouped<const K: usize>(
     out
 }
 
-/// A two-series window kernel on panels: for each asset, `f(moments, x constant, y
-/// constant)` on every window where both series are finite, NaN elsewhere, exactly as
-/// [`pair_windows`](super::pair_windows) computes it.
-pub fn pair_panel<F>(x: &Panel, y: &Panel, d: usize, f: F) -> Panel
-where
-    F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy + Sync,
-{
+/// `ts_corr` (`CORR`) or `ts_cov` of every asset of two panels, exactly as
+/// [`pair_windows`](super::pair_windows) computes them with [`corr_of`] or [`cov_of`].
+pub fn pair_panel<const CORR: bool>(x: &Panel, y: &Panel, d: usize) -> Panel {
     grouped(
         [x, y],
-        |[x, y], o| super::pair_windows(x, y, d, o, f),
-        |[x, y], [xs, ys], o| windows8(x, y, xs, ys, d, o, f),
+        |[x, y], o| super::pair_windows(x, y, d, o, finish::<CORR>),
+        |[x, y], [xs, ys], o| windows8::<CORR>(x, y, xs, ys, d, o),
     )
+}
+
+/// A window's value from its moments: [`corr_of`] or [`cov_of`].
+#[inline(always)]
+fn finish<const CORR: bool>(m: (f64, f64, f64), cx: bool, cy: bool) -> f64 {
+    if CORR {
+        corr_of(m, cx, cy)
+    } else {
+        cov_of(m, cx, cy)
+    }
 }
 
 /// [`extreme`](super::extreme) (`ts_min`, `ts_max`, `ts_argmin`, `ts_argmax`) of every
@@ -271,34 +277,15 @@ unsafe fn ranks_avx512(win: &[f64], xt: [f64; W], dn: f64) -> [f64; W] {
     rs
 }
 
-/// Runs [`walk`] as AVX-512 code where the CPU has it (the same operations, wider vectors).
-fn windows8<F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy>(
-    x: &[f64],
-    y: &[f64],
-    xs: [&[f64]; W],
-    ys: [&[f64]; W],
-    d: usize,
-    out: &mut [f64],
-    f: F,
-) {
+/// The walk of [`pair_windows`](super::pair_windows) for eight lanes: on AVX-512 with
+/// explicit vector code ([`walk_avx512`]), else the portable [`walk`].
+fn windows8<const CORR: bool>(x: &[f64], y: &[f64], xs: [&[f64]; W], ys: [&[f64]; W], d: usize, out: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
-        #[target_feature(enable = "avx512f")]
-        fn wide<F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy>(
-            x: &[f64],
-            y: &[f64],
-            xs: [&[f64]; W],
-            ys: [&[f64]; W],
-            d: usize,
-            out: &mut [f64],
-            f: F,
-        ) {
-            walk(x, y, xs, ys, d, out, f)
-        }
         // SAFETY: the CPU supports AVX-512F (checked just above).
-        return unsafe { wide(x, y, xs, ys, d, out, f) };
+        return unsafe { walk_avx512::<CORR>(x, y, xs, ys, d, out) };
     }
-    walk(x, y, xs, ys, d, out, f)
+    walk(x, y, xs, ys, d, out, finish::<CORR>)
 }
 
 /// Day t's eight lanes (one bounds check, then a vector load).
@@ -444,6 +431,132 @@ fn walk<F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy>(
     }
 }
 
+/// [`walk`] written with AVX-512 instructions, one asset per lane: the same operations in
+/// the same order (so the same bits), with the running sums, counters and masks held in
+/// registers. The compiled [`walk`] kept its sums on the stack and turned [`exact8`]'s
+/// refresh into scalar code: together more than half of `ts_corr`'s time.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn walk_avx512<const CORR: bool>(x: &[f64], y: &[f64], xs: [&[f64]; W], ys: [&[f64]; W], d: usize, out: &mut [f64]) {
+    use std::arch::x86_64::*;
+    let n = x.len() / W;
+    if d < 2 {
+        out.fill(f64::NAN);
+        return;
+    }
+    assert!(y.len() >= n * W && out.len() >= n * W, "interleaved inputs and output of equal length");
+    // SAFETY (every load and store below): rows t < n of slices holding n·W values.
+    let ld = |v: &[f64], t: usize| unsafe { _mm512_loadu_pd(v[t * W..t * W + W].as_ptr()) };
+    let dn = d as f64;
+    let (vdn, vdn1, zero, nan) = (_mm512_set1_pd(dn), _mm512_set1_pd(dn - 1.0), _mm512_setzero_pd(), _mm512_set1_pd(f64::NAN));
+    let (one, du, never) = (_mm512_set1_epi64(1), _mm512_set1_epi64(d as i64), _mm512_set1_epi64(-1));
+    let ill_k = _mm512_set1_pd(ILL_CONDITIONED);
+    // `v - v == 0` exactly when v is finite.
+    let finite = |v: __m512d| _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(_mm512_sub_pd(v, v), zero);
+    let (mut kx, mut ky, mut sx, mut sy, mut sxx, mut syy, mut sxy) = (zero, zero, zero, zero, zero, zero, zero);
+    let (mut nbad, mut since, mut rx, mut ry) = (_mm512_setzero_si512(), never, _mm512_setzero_si512(), _mm512_setzero_si512());
+    let (mut xp, mut yp) = (nan, nan);
+    for t in 0..n {
+        let (xt, yt) = (ld(x, t), ld(y, t));
+        let (xo, yo) = if t >= d { (ld(x, t - d), ld(y, t - d)) } else { (zero, zero) };
+        let (fa, fb) = (finite(xt), finite(yt));
+        // Run lengths of identical finite values: +1 when today repeats yesterday.
+        rx = _mm512_maskz_mov_epi64(fa, _mm512_mask_add_epi64(one, _mm512_mask_cmp_pd_mask::<_CMP_EQ_OQ>(fa, xt, xp), rx, one));
+        ry = _mm512_maskz_mov_epi64(fb, _mm512_mask_add_epi64(one, _mm512_mask_cmp_pd_mask::<_CMP_EQ_OQ>(fb, yt, yp), ry, one));
+        nbad = _mm512_mask_add_epi64(nbad, !(fa & fb), nbad, one);
+        nbad = _mm512_mask_sub_epi64(nbad, !(finite(xo) & finite(yo)), nbad, one);
+        let ok: __mmask8 = if t + 1 >= d { _mm512_cmpeq_epi64_mask(nbad, _mm512_setzero_si512()) } else { 0 };
+        let due = _mm512_cmpge_epu64_mask(since, du);
+        let keep = ok & !due;
+        let (ka, kb) = (_mm512_sub_pd(xt, kx), _mm512_sub_pd(yt, ky));
+        let (oa, ob) = (_mm512_sub_pd(xo, kx), _mm512_sub_pd(yo, ky));
+        sx = _mm512_mask_sub_pd(sx, keep, _mm512_add_pd(sx, ka), oa);
+        sy = _mm512_mask_sub_pd(sy, keep, _mm512_add_pd(sy, kb), ob);
+        sxx = _mm512_mask_sub_pd(sxx, keep, _mm512_add_pd(sxx, _mm512_mul_pd(ka, ka)), _mm512_mul_pd(oa, oa));
+        syy = _mm512_mask_sub_pd(syy, keep, _mm512_add_pd(syy, _mm512_mul_pd(kb, kb)), _mm512_mul_pd(ob, ob));
+        sxy = _mm512_mask_sub_pd(sxy, keep, _mm512_add_pd(sxy, _mm512_mul_pd(ka, kb)), _mm512_mul_pd(oa, ob));
+        // since: never without a full window, 1 after a refresh, else one more.
+        since = _mm512_mask_mov_epi64(never, ok, _mm512_mask_mov_epi64(_mm512_add_epi64(since, one), due, one));
+        let refresh = ok & due;
+        if refresh != 0 {
+            let e = exact8_avx512(x, y, t + 1 - d, t + 1);
+            kx = _mm512_mask_mov_pd(kx, refresh, e[0]);
+            ky = _mm512_mask_mov_pd(ky, refresh, e[1]);
+            sx = _mm512_mask_mov_pd(sx, refresh, e[2]);
+            sy = _mm512_mask_mov_pd(sy, refresh, e[3]);
+            sxx = _mm512_mask_mov_pd(sxx, refresh, e[4]);
+            syy = _mm512_mask_mov_pd(syy, refresh, e[5]);
+            sxy = _mm512_mask_mov_pd(sxy, refresh, e[6]);
+        }
+        // Comoments::moments, operation for operation.
+        let cov = _mm512_div_pd(_mm512_sub_pd(sxy, _mm512_div_pd(_mm512_mul_pd(sx, sy), vdn)), vdn1);
+        let vx = _mm512_div_pd(_mm512_sub_pd(sxx, _mm512_div_pd(_mm512_mul_pd(sx, sx), vdn)), vdn1);
+        let vy = _mm512_div_pd(_mm512_sub_pd(syy, _mm512_div_pd(_mm512_mul_pd(sy, sy), vdn)), vdn1);
+        let ill_of = |v: __m512d, s: __m512d, k: __m512d| {
+            _mm512_cmp_pd_mask::<_CMP_LE_OQ>(_mm512_mul_pd(v, vdn1), _mm512_mul_pd(ill_k, _mm512_add_pd(s, _mm512_mul_pd(_mm512_mul_pd(vdn, k), k))))
+        };
+        let ill = ill_of(vx, sxx, kx) | ill_of(vy, syy, ky);
+        let z = _mm512_cmpge_epu64_mask(rx, du) | _mm512_cmpge_epu64_mask(ry, du);
+        let (c, vx, vy) = (_mm512_maskz_mov_pd(!z, cov), _mm512_maskz_mov_pd(!z, vx), _mm512_maskz_mov_pd(!z, vy));
+        let r = if CORR {
+            // corr_of: the clamp keeps NaN; NaN where a side is constant or has no variance.
+            let r = _mm512_div_pd(c, _mm512_mul_pd(_mm512_sqrt_pd(vx), _mm512_sqrt_pd(vy)));
+            let r = _mm512_mask_mov_pd(r, _mm512_cmp_pd_mask::<_CMP_LT_OQ>(r, _mm512_set1_pd(-1.0)), _mm512_set1_pd(-1.0));
+            let r = _mm512_mask_mov_pd(r, _mm512_cmp_pd_mask::<_CMP_GT_OQ>(r, _mm512_set1_pd(1.0)), _mm512_set1_pd(1.0));
+            let undefined = z | _mm512_cmp_pd_mask::<_CMP_LE_OQ>(vx, zero) | _mm512_cmp_pd_mask::<_CMP_LE_OQ>(vy, zero);
+            _mm512_mask_mov_pd(r, undefined, nan)
+        } else {
+            // cov_of: 0 where a side is constant, which `c` already is.
+            c
+        };
+        let o = &mut out[t * W..t * W + W];
+        // SAFETY: `o` holds W values.
+        unsafe { _mm512_storeu_pd(o.as_mut_ptr(), _mm512_mask_mov_pd(nan, ok, r)) };
+        let mut exact = ok & ill & !z;
+        while exact != 0 {
+            let l = exact.trailing_zeros() as usize;
+            exact &= exact - 1;
+            o[l] = finish::<CORR>(exact_moments(&xs[l][t + 1 - d..=t], &ys[l][t + 1 - d..=t]), false, false);
+        }
+        (xp, yp) = (xt, yt);
+    }
+}
+
+/// [`exact8`] on AVX-512: `[kx, ky, sx, sy, sxx, syy, sxy]`, the same sums in the same order.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn exact8_avx512(x: &[f64], y: &[f64], from: usize, to: usize) -> [std::arch::x86_64::__m512d; 7] {
+    use std::arch::x86_64::*;
+    let (xs, ys) = (&x[from * W..to * W], &y[from * W..to * W]);
+    // SAFETY: every chunk holds W values.
+    let ld = |v: &[f64]| unsafe { _mm512_loadu_pd(v.as_ptr()) };
+    let (mut mx, mut my) = (_mm512_set1_pd(-0.0), _mm512_set1_pd(-0.0));
+    for (xt, yt) in xs.chunks_exact(W).zip(ys.chunks_exact(W)) {
+        mx = _mm512_add_pd(mx, ld(xt));
+        my = _mm512_add_pd(my, ld(yt));
+    }
+    let n = _mm512_set1_pd((to - from) as f64);
+    let (kx, ky) = (_mm512_div_pd(mx, n), _mm512_div_pd(my, n));
+    let zero = _mm512_setzero_pd();
+    let (mut sx, mut sy, mut sxx, mut syy, mut sxy) = (zero, zero, zero, zero, zero);
+    for (xt, yt) in xs.chunks_exact(W).zip(ys.chunks_exact(W)) {
+        let (a, b) = (_mm512_sub_pd(ld(xt), kx), _mm512_sub_pd(ld(yt), ky));
+        sx = _mm512_add_pd(sx, a);
+        sy = _mm512_add_pd(sy, b);
+        sxx = _mm512_add_pd(sxx, _mm512_mul_pd(a, a));
+        syy = _mm512_add_pd(syy, _mm512_mul_pd(b, b));
+        sxy = _mm512_add_pd(sxy, _mm512_mul_pd(a, b));
+    }
+    [kx, ky, sx, sy, sxx, syy, sxy]
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{corr, cov, extreme, ts_rank, Extreme};
@@ -512,6 +625,43 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// The portable `ts_corr`/`ts_cov` walk (used where the CPU lacks AVX-512) equals the
+    /// AVX-512 one bit for bit.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn portable_pair_walk_equals_the_avx512_one() {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            return;
+        }
+        let nd = 300;
+        let (px, py) = (panel(nd, 8, 3), panel(nd, 8, 41));
+        let (mut x, mut y) = (vec![0.0; nd * 8], vec![0.0; nd * 8]);
+        crate::data::transpose(px.as_slice(), nd, &mut x);
+        crate::data::transpose(py.as_slice(), nd, &mut y);
+        let xs: [&[f64]; 8] = std::array::from_fn(|l| px.series(l));
+        let ys: [&[f64]; 8] = std::array::from_fn(|l| py.series(l));
+        for d in [1, 2, 3, 10, 37, nd, nd + 1] {
+            for corr in [true, false] {
+                let (mut fast, mut slow) = (vec![0.0; nd * 8], vec![0.0; nd * 8]);
+                // SAFETY: the CPU has AVX-512F (checked above).
+                unsafe {
+                    if corr {
+                        super::walk_avx512::<true>(&x, &y, xs, ys, d, &mut fast)
+                    } else {
+                        super::walk_avx512::<false>(&x, &y, xs, ys, d, &mut fast)
+                    }
+                }
+                if corr {
+                    super::walk(&x, &y, xs, ys, d, &mut slow, super::finish::<true>);
+                } else {
+                    super::walk(&x, &y, xs, ys, d, &mut slow, super::finish::<false>);
+                }
+                let bits = |v: &[f64]| v.iter().map(|f| if f.is_nan() { u64::MAX } else { f.to_bits() }).collect::<Vec<_>>();
+                assert_eq!(bits(&fast), bits(&slow), "corr={corr} d={d}");
             }
         }
     }
