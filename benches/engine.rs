@@ -43,6 +43,8 @@ fn peak_rss_mb() -> f64 {
 }
 
 fn benches(c: &mut Criterion) {
+    // As the CLI does at start (src/main.rs).
+    alphaloop::data::pool::keep_freed_memory();
     let mut g = c.benchmark_group("engine");
     g.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(10));
     g.bench_function("load_sp500_daily", |b| b.iter(full));

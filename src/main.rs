@@ -12,6 +12,7 @@ fn quiet_on_closed_pipe() {
 
 fn main() {
     quiet_on_closed_pipe();
+    alphaloop::data::pool::keep_freed_memory();
     let cli = alphaloop::cli::Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("alphaloop={}", cli.log)));

@@ -126,6 +126,10 @@ pub struct Scorer {
     /// Average ranks (1-based) of the main label among its finite values, per date
     /// (multiples of 1/2 below 2^23, so `f32` holds them exactly at half the traffic).
     main_ranks: Vec<f32>,
+    /// Per date, Σ (rank − mean rank)² of the main label over its finite values (exact:
+    /// centred ranks are multiples of 1/2): the rank IC's label-side sum whenever the
+    /// signal covers every labelled stock.
+    main_syy: Vec<f64>,
     /// Per date (stride `n_assets`, the first `counts` entries used), the assets with a
     /// finite main label in ascending label order, ties by asset, with [`NEW_GROUP`] set
     /// on the first of each run of equal labels.
@@ -196,22 +200,26 @@ impl Scorer {
         let mut labelled = vec![0u64; (end - start) * words];
         let mut main_ranks = vec![f32::NAN; main.rows.len()];
         let mut main_order = vec![0u32; main.rows.len()];
+        let mut main_syy = vec![0.0; end - start];
         main_ranks
             .par_chunks_mut(na)
             .zip(main_order.par_chunks_mut(na))
             .zip(labelled.par_chunks_mut(words))
             .zip(main.rows.par_chunks(na))
-            .for_each_init(SortBuf::default, |buf, (((o, ord), bits), r)| {
+            .zip(main_syy.par_iter_mut())
+            .for_each_init(SortBuf::default, |buf, ((((o, ord), bits), r), syy)| {
                 let sorted = buf.sort_finite(r);
+                let mid = (sorted.len() as f64 + 1.0) / 2.0;
                 tie_runs(sorted.len(), |j| sorted[j].0 == sorted[j - 1].0, |i, j, rk| {
                     for (p, &(_, a)) in sorted.iter().enumerate().take(j).skip(i) {
                         o[a as usize] = rk as f32;
                         ord[p] = a | if p == i { NEW_GROUP } else { 0 };
                         bits[a as usize / 64] |= 1 << (a % 64);
                     }
+                    *syy += (j - i) as f64 * (rk - mid) * (rk - mid);
                 });
             });
-        Ok(Scorer { cfg, start, end, n_assets: na, labels, lanes, n_labelled: main.counts, main_ranks, main_order, labelled })
+        Ok(Scorer { cfg, start, end, n_assets: na, labels, lanes, n_labelled: main.counts, main_ranks, main_syy, main_order, labelled })
     }
 
     pub fn config(&self) -> &MetricsConfig {
@@ -236,7 +244,7 @@ impl Scorer {
         // parallel over blocks; within a block, every signal is scored on a date before
         // the next date.
         let blocks: Vec<usize> = (self.start..last).step_by(SCORE_BLOCK).collect();
-        let per_block: Vec<Vec<Vec<Day>>> = blocks
+        let per_block: Vec<Vec<Days>> = blocks
             .par_iter()
             .map_init(Scratch::default, |sc, &t0| {
                 let t1 = (t0 + SCORE_BLOCK).min(last);
@@ -245,28 +253,30 @@ impl Scorer {
                 for (r, s) in rows.iter_mut().zip(signals) {
                     s.to_date_major(t0, t1, r);
                 }
-                let mut out: Vec<Vec<Day>> = signals.iter().map(|_| Vec::with_capacity(t1 - t0)).collect();
+                let mut out: Vec<Days> = signals.iter().map(|_| Days::with_capacity(t1 - t0)).collect();
                 for j in 0..t1 - t0 {
                     for (o, r) in out.iter_mut().zip(&rows) {
-                        o.push(self.day(t0 - self.start + j, &r[j * na..(j + 1) * na], sc, min));
+                        self.day(t0 - self.start + j, &r[j * na..(j + 1) * na], sc, min, o);
                     }
                 }
                 sc.rows = rows;
                 out
             })
             .collect();
-        let mut days: Vec<Vec<Day>> = signals.iter().map(|_| Vec::with_capacity(last - self.start)).collect();
+        let mut days: Vec<Days> = signals.iter().map(|_| Days::with_capacity(last - self.start)).collect();
         for block in per_block {
             for (d, b) in days.iter_mut().zip(block) {
-                d.extend(b);
+                d.append(b);
             }
         }
         days.iter().map(|d| self.summarise(d)).collect()
     }
 
     /// The metrics of a signal from its scored dates, in date order.
-    fn summarise(&self, days: &[Day]) -> Metrics {
+    fn summarise(&self, all: &Days) -> Metrics {
         let na = self.n_assets;
+        let days = &all.days;
+        let extra = self.cfg.ic_horizons.len();
         let mut m = Metrics::default();
         let ics: Vec<f64> = days.iter().filter_map(|d| d.ic).collect();
         let rics: Vec<f64> = days.iter().filter_map(|d| d.rank_ic).collect();
@@ -280,7 +290,7 @@ impl Scorer {
         m.n_days = ics.len();
         // Pearson IC at another horizon; NaN when that horizon is not configured.
         let ic_at = |h: usize| match self.cfg.ic_horizons.iter().position(|&x| x == h) {
-            Some(k) => mean_std(&days.iter().filter_map(|d| d.ic_extra.get(k).copied().flatten()).collect::<Vec<_>>()).0,
+            Some(k) => mean_std(&all.ic_extra.iter().skip(k).step_by(extra).copied().filter(|v| !v.is_nan()).collect::<Vec<_>>()).0,
             None => f64::NAN,
         };
         (m.ic_h5, m.ic_h10, m.ic_h20) = (ic_at(5), ic_at(10), ic_at(20));
@@ -290,14 +300,18 @@ impl Scorer {
         let mut w_prev = vec![0.0f64; na];
         let mut w = vec![0.0f64; na];
         let (mut net, mut turns) = (Vec::new(), Vec::new());
+        let mut members = all.members.as_slice();
         for d in days {
             let Some(ls) = d.ls else { continue };
             w.iter_mut().for_each(|x| *x = 0.0);
-            let n = d.long.len() as f64;
-            for &i in &d.long {
+            let (long, rest) = members.split_at(d.legs as usize);
+            let (short, rest) = rest.split_at(d.legs as usize);
+            members = rest;
+            let n = d.legs as f64;
+            for &i in long {
                 w[i as usize] += 1.0 / n;
             }
-            for &i in &d.short {
+            for &i in short {
                 w[i as usize] -= 1.0 / n;
             }
             let turnover = 0.5 * w.iter().zip(&w_prev).map(|(a, b)| (a - b).abs()).sum::<f64>();
@@ -326,7 +340,8 @@ impl Scorer {
         m
     }
 
-    fn day(&self, i: usize, sig: &[f64], sc: &mut Scratch, min: usize) -> Day {
+    /// Scores one date of one signal: appends it to `out`.
+    fn day(&self, i: usize, sig: &[f64], sc: &mut Scratch, min: usize, out: &mut Days) {
         let na = self.n_assets;
         let row = i * na..(i + 1) * na;
         let lanes = self.lanes;
@@ -361,26 +376,34 @@ impl Scorer {
 
         // Pearson IC at the main horizon and every extra one, four horizons per sweep.
         let horizons = 1 + self.cfg.ic_horizons.len();
-        let mut ics = Vec::with_capacity(horizons);
         for c in (0..horizons).step_by(4) {
             let r = pearson4(sig, labels, lanes, c, min);
-            ics.extend(r.into_iter().take(horizons - c).map(|v| Some(v).filter(|v| v.is_finite())));
+            for (k, v) in r.into_iter().enumerate().take(horizons - c) {
+                // Not finite (undefined) is stored as NaN.
+                let v = if v.is_finite() { v } else { f64::NAN };
+                if c + k == 0 {
+                    day.ic = Some(v).filter(|v| !v.is_nan());
+                } else {
+                    out.ic_extra.push(v);
+                }
+            }
         }
-        day.ic_extra = ics.split_off(1);
 
         day.n_joint = n as u32;
         if n < min {
-            return day;
+            day.ic = None;
+            out.days.push(day);
+            return;
         }
-        day.ic = ics[0];
 
         // Rank IC: Pearson of the average ranks within the joint set on both sides. The
         // label's ranks are precomputed for its full set; when the signal misses some of
         // those stocks, the precomputed order restricted to the joint set stays sorted,
         // so they are re-ranked without a sort. Both sides' ranks have the exact mean
         // (n + 1) / 2 and centred ranks are multiples of 1/2, so these sums are exact.
-        let label_ranks: &[f32] = if n as u32 == self.n_labelled[i] {
-            &self.main_ranks[row]
+        let mid = (n as f64 + 1.0) / 2.0;
+        let (label_ranks, syy): (&[f32], f64) = if n as u32 == self.n_labelled[i] {
+            (&self.main_ranks[row], self.main_syy[i])
         } else {
             // Branch-free compaction: which labelled stocks the signal misses is data. A
             // kept entry starts a tie group if it or any entry dropped since the previous
@@ -399,51 +422,79 @@ impl Scorer {
             sc.lr.resize(na, f32::NAN);
             // Only the joint set's cells are written here and read below.
             let lj = &sc.lj;
+            let mut syy = 0.0;
             tie_runs(lj.len(), |j| lj[j] & NEW_GROUP == 0, |i, j, r| {
                 for &e in &lj[i..j] {
                     sc.lr[(e & !NEW_GROUP) as usize] = r as f32;
                 }
+                syy += (j - i) as f64 * (r - mid) * (r - mid);
             });
-            &sc.lr
+            (&sc.lr, syy)
         };
         // The signal's average ranks over the joint set, walked in sorted order. Without
-        // ties (the common case: `uniq` counts distinct values) position p has rank p + 1.
-        let mid = (n as f64 + 1.0) / 2.0;
-        let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
-        let mut add = |k: u32, r: f64| {
-            let (u, v) = (r - mid, f64::from(label_ranks[k as usize]) - mid);
-            sxy += u * v;
-            sxx += u * u;
-            syy += v * v;
-        };
+        // ties (the common case: `uniq` counts distinct values) position p has rank p + 1
+        // and Σ (p + 1 − mid)² is n(n² − 1)/12. Every term is exact, so the sums may be
+        // split over independent accumulators (no add waits on the previous one) and
+        // still give the same bits.
         let joint = &sc.joint;
-        if uniq == all_len {
-            joint.iter().enumerate().for_each(|(p, &(_, k))| add(k, (p + 1) as f64));
+        let v = |k: u32| f64::from(label_ranks[k as usize]) - mid;
+        let (sxy, sxx) = if uniq == all_len {
+            let mut acc = [0.0; 4];
+            let mut chunks = joint.chunks_exact(4);
+            let mut p = 1.0 - mid;
+            for c in &mut chunks {
+                for (l, &(_, k)) in c.iter().enumerate() {
+                    acc[l] += (p + l as f64) * v(k);
+                }
+                p += 4.0;
+            }
+            for (l, &(_, k)) in chunks.remainder().iter().enumerate() {
+                acc[l] += (p + l as f64) * v(k);
+            }
+            let nf = n as f64;
+            ((acc[0] + acc[1]) + (acc[2] + acc[3]), nf * (nf * nf - 1.0) / 12.0)
         } else {
-            average_ranks(joint, add);
-        }
+            let (mut sxy, mut sxx) = (0.0, 0.0);
+            average_ranks(joint, |k, r| {
+                sxy += (r - mid) * v(k);
+                sxx += (r - mid) * (r - mid);
+            });
+            (sxy, sxx)
+        };
         day.rank_ic = (sxx > 0.0 && syy > 0.0).then(|| (sxy / (sxx.sqrt() * syy.sqrt())).clamp(-1.0, 1.0));
 
-        // Quintiles and the long-short legs.
-        let mut q = [0.0; 5];
+        // Quintiles and the long-short legs. The five quintile sums are independent
+        // chains, run side by side; each keeps its own order (these sums are not exact).
+        let bounds: [usize; 6] = std::array::from_fn(|b| b * n / 5);
+        // From −0.0, as `f64::sum` starts.
+        let mut q = [-0.0; 5];
+        for j in 0..bounds[1] - bounds[0] + 1 {
+            for b in 0..5 {
+                let p = bounds[b] + j;
+                if p < bounds[b + 1] {
+                    q[b] += lab(joint[p].1);
+                }
+            }
+        }
         for (b, qv) in q.iter_mut().enumerate() {
-            let (lo, hi) = (b * n / 5, (b + 1) * n / 5);
-            *qv = joint[lo..hi].iter().map(|&(_, k)| lab(k)).sum::<f64>() / (hi - lo) as f64;
+            *qv /= (bounds[b + 1] - bounds[b]) as f64;
         }
         day.quintiles = Some(q);
         let legs = n / 5;
-        day.short = sc.joint[..legs].iter().map(|&(_, k)| k).collect();
         // Top `legs` by signal, ties to the earlier symbol: everything above the threshold
         // value, then the lowest-index members of the threshold's tie group.
-        let thr = sc.joint[n - legs].0;
-        let tie_start = sc.joint.partition_point(|&(key, _)| key < thr);
-        let tie_end = sc.joint.partition_point(|&(key, _)| key <= thr);
+        let thr = joint[n - legs].0;
+        let tie_start = joint.partition_point(|&(key, _)| key < thr);
+        let tie_end = joint.partition_point(|&(key, _)| key <= thr);
         let above = n - tie_end;
-        day.long = sc.joint[tie_end..].iter().map(|&(_, k)| k).collect();
-        day.long.extend(sc.joint[tie_start..tie_end].iter().take(legs - above).map(|&(_, k)| k));
-        let mean_of = |ix: &[u32]| ix.iter().map(|&k| lab(k)).sum::<f64>() / ix.len() as f64;
-        day.ls = Some(mean_of(&day.long) - mean_of(&day.short));
-        day
+        let first = out.members.len();
+        out.members.extend(joint[tie_end..].iter().chain(&joint[tie_start..tie_start + legs - above]).map(|&(_, k)| k));
+        let long = out.members[first..].iter().map(|&k| lab(k)).sum::<f64>() / legs as f64;
+        // The short leg is the lowest quintile, positions 0..n/5: its mean is q[0].
+        out.members.extend(joint[..legs].iter().map(|&(_, k)| k));
+        day.legs = legs as u32;
+        day.ls = Some(long - q[0]);
+        out.days.push(day);
     }
 }
 
@@ -495,18 +546,41 @@ impl<'a, K> Grouped<'a, K> {
     }
 }
 
+/// One scored date of a signal.
 #[derive(Default)]
 struct Day {
     ic: Option<f64>,
     rank_ic: Option<f64>,
-    ic_extra: Vec<Option<f64>>,
     ls: Option<f64>,
-    long: Vec<u32>,
-    short: Vec<u32>,
+    /// Stocks in each long-short leg (their indices are in [`Days::members`]).
+    legs: u32,
     quintiles: Option<[f64; 5]>,
     n_label: u32,
     n_joint: u32,
     distinct: Option<f64>,
+}
+
+/// The scored dates of one signal, in date order, with what varies in length stored flat
+/// (no allocation per date).
+#[derive(Default)]
+struct Days {
+    days: Vec<Day>,
+    /// Per date, the Pearson IC at each of `ic_horizons` (NaN where undefined).
+    ic_extra: Vec<f64>,
+    /// Per date with a book, its long leg then its short leg (`legs` stocks each).
+    members: Vec<u32>,
+}
+
+impl Days {
+    fn with_capacity(n: usize) -> Days {
+        Days { days: Vec::with_capacity(n), ic_extra: Vec::new(), members: Vec::new() }
+    }
+
+    fn append(&mut self, mut other: Days) {
+        self.days.append(&mut other.days);
+        self.ic_extra.append(&mut other.ic_extra);
+        self.members.append(&mut other.members);
+    }
 }
 
 /// A data set cut at a period's end, ready to evaluate and score signals on that period.
