@@ -64,12 +64,13 @@ fn finite_windows(x: &[f64], d: usize, mut f: impl FnMut(usize)) {
     }
 }
 
-/// Walks the windows of length `d` whose values are all finite, calling
-/// `f(t, refresh, constant)`: `refresh` is due at the first valid window after a gap and
-/// every `d` steps after (the caller then recomputes its sums exactly); `constant` is true
-/// when all `d` values are identical.
+/// Walks the windows of length `d` whose values are all finite, writing
+/// `out[t] = f(t, refresh, constant)` for each and NaN for every other day (so kernels
+/// need no separate pass to clear their output): `refresh` is due at the first valid
+/// window after a gap and every `d` steps after (the caller then recomputes its sums
+/// exactly); `constant` is true when all `d` values are identical.
 #[inline(always)]
-fn windows(x: &[f64], d: usize, mut f: impl FnMut(usize, bool, bool)) {
+fn windows(x: &[f64], d: usize, out: &mut [f64], mut f: impl FnMut(usize, bool, bool) -> f64) {
     let n = x.len();
     let mut nbad = 0usize;
     let mut since = usize::MAX; // steps since the last exact recompute
@@ -82,25 +83,25 @@ fn windows(x: &[f64], d: usize, mut f: impl FnMut(usize, bool, bool)) {
         run = run_len(x, t, run);
         if t + 1 < d || nbad > 0 {
             since = usize::MAX;
+            out[t] = f64::NAN;
             continue;
         }
         let refresh = since >= d;
         since = if refresh { 1 } else { since + 1 };
-        f(t, refresh, run >= d);
+        out[t] = f(t, refresh, run >= d);
     }
 }
 
 /// Window sum.
 pub fn sum(x: &[f64], d: usize, out: &mut [f64]) {
-    out.fill(f64::NAN);
     let mut s = 0.0;
-    windows(x, d, |t, refresh, _| {
+    windows(x, d, out, |t, refresh, _| {
         if refresh {
             s = x[t + 1 - d..=t].iter().sum();
         } else {
             s += x[t] - x[t - d];
         }
-        out[t] = s;
+        s
     });
 }
 
@@ -127,10 +128,10 @@ fn run_len(x: &[f64], t: usize, prev: usize) -> usize {
 /// `f(t, mean, var)`. Sums are anchored near the mean and refreshed once per window; a
 /// window of identical values has variance exactly 0, and one whose values are equal up
 /// to rounding noise is recomputed exactly (see [`ILL_CONDITIONED`]).
-fn mean_var(x: &[f64], d: usize, mut f: impl FnMut(usize, f64, f64)) {
+fn mean_var(x: &[f64], d: usize, out: &mut [f64], mut f: impl FnMut(usize, f64, f64) -> f64) {
     let (mut k, mut s1, mut s2) = (0.0, 0.0, 0.0);
     let dn = d as f64;
-    windows(x, d, |t, refresh, constant| {
+    windows(x, d, out, |t, refresh, constant| {
         let w = &x[t + 1 - d..=t];
         if refresh {
             k = w.iter().sum::<f64>() / dn;
@@ -143,23 +144,23 @@ fn mean_var(x: &[f64], d: usize, mut f: impl FnMut(usize, f64, f64)) {
         }
         let var = (s2 - s1 * s1 / dn) / (dn - 1.0);
         if constant {
-            f(t, w[0], 0.0);
+            f(t, w[0], 0.0)
         } else if var * (dn - 1.0) <= ILL_CONDITIONED * (s2 + dn * k * k) {
             let m = w.iter().sum::<f64>() / dn;
-            f(t, m, exact_var(w));
+            f(t, m, exact_var(w))
         } else {
-            f(t, k + s1 / dn, var.max(0.0));
+            f(t, k + s1 / dn, var.max(0.0))
         }
     });
 }
 
 /// Sample standard deviation (ddof = 1); NaN for d = 1, exactly 0 for a constant window.
 pub fn std(x: &[f64], d: usize, out: &mut [f64]) {
-    out.fill(f64::NAN);
     if d < 2 {
+        out.fill(f64::NAN);
         return;
     }
-    mean_var(x, d, |t, _, var| out[t] = var.sqrt());
+    mean_var(x, d, out, |_, _, var| var.sqrt());
 }
 
 /// Below this ratio of (d − 1)·variance to the window's sum of squares, the values are
@@ -444,11 +445,10 @@ pub fn ts_rank(x: &[f64], d: usize, out: &mut [f64]) {
 /// Linearly decaying weighted mean: weight d for today down to 1 for the oldest day,
 /// normalised to sum 1. O(n): W(t) = W(t-1) + d·x(t) − S(t-1), S the plain window sum.
 pub fn decay_linear(x: &[f64], d: usize, out: &mut [f64]) {
-    out.fill(f64::NAN);
     let norm = (d * (d + 1)) as f64 / 2.0;
     let dn = d as f64;
     let (mut w, mut s) = (0.0, 0.0);
-    windows(x, d, |t, refresh, _| {
+    windows(x, d, out, |t, refresh, _| {
         if refresh {
             let win = &x[t + 1 - d..=t];
             s = win.iter().sum();
@@ -457,17 +457,17 @@ pub fn decay_linear(x: &[f64], d: usize, out: &mut [f64]) {
             w += dn * x[t] - s;
             s += x[t] - x[t - d];
         }
-        out[t] = w / norm;
+        w / norm
     });
 }
 
 /// `(x − ts_mean(x, d)) / ts_std(x, d)`; NaN when the window is constant.
 pub fn zscore(x: &[f64], d: usize, out: &mut [f64]) {
-    out.fill(f64::NAN);
     if d < 2 {
+        out.fill(f64::NAN);
         return;
     }
-    mean_var(x, d, |t, m, var| out[t] = if var > 0.0 { (x[t] - m) / var.sqrt() } else { f64::NAN });
+    mean_var(x, d, out, |t, m, var| if var > 0.0 { (x[t] - m) / var.sqrt() } else { f64::NAN });
 }
 
 /// The last finite value within the past d days including today (forward fill with a
