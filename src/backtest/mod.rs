@@ -463,33 +463,39 @@ impl Scorer {
         };
         day.rank_ic = (sxx > 0.0 && syy > 0.0).then(|| (sxy / (sxx.sqrt() * syy.sqrt())).clamp(-1.0, 1.0));
 
-        // Quintiles and the long-short legs. The five quintile sums are independent
-        // chains, run side by side; each keeps its own order (these sums are not exact).
-        let bounds: [usize; 6] = std::array::from_fn(|b| b * n / 5);
-        // From −0.0, as `f64::sum` starts.
-        let mut q = [-0.0; 5];
-        for j in 0..bounds[1] - bounds[0] + 1 {
-            for b in 0..5 {
-                let p = bounds[b] + j;
-                if p < bounds[b + 1] {
-                    q[b] += lab(joint[p].1);
-                }
-            }
-        }
-        for (b, qv) in q.iter_mut().enumerate() {
-            *qv /= (bounds[b + 1] - bounds[b]) as f64;
-        }
-        day.quintiles = Some(q);
+        // The long-short legs: `legs` stocks each. The long leg is the top `legs` by
+        // signal, ties to the earlier symbol: everything above the threshold value, then
+        // the lowest-index members of the threshold's tie group.
         let legs = n / 5;
-        // Top `legs` by signal, ties to the earlier symbol: everything above the threshold
-        // value, then the lowest-index members of the threshold's tie group.
         let thr = joint[n - legs].0;
         let tie_start = joint.partition_point(|&(key, _)| key < thr);
         let tie_end = joint.partition_point(|&(key, _)| key <= thr);
         let above = n - tie_end;
         let first = out.members.len();
         out.members.extend(joint[tie_end..].iter().chain(&joint[tie_start..tie_start + legs - above]).map(|&(_, k)| k));
-        let long = out.members[first..].iter().map(|&k| lab(k)).sum::<f64>() / legs as f64;
+        let long_leg = &out.members[first..];
+        // Quintile means and the long leg's mean: six independent sums run side by side,
+        // each in its own order (these sums are not exact, so the order is kept).
+        let bounds: [usize; 6] = std::array::from_fn(|b| b * n / 5);
+        // From −0.0, as `f64::sum` starts.
+        let (mut q, mut long) = ([-0.0; 5], -0.0);
+        // The lowest quintile is the smallest: bounds[1] − bounds[0] = floor(n/5) = legs.
+        for j in 0..legs + 1 {
+            for b in 0..5 {
+                let p = bounds[b] + j;
+                if p < bounds[b + 1] {
+                    q[b] += lab(joint[p].1);
+                }
+            }
+            if j < legs {
+                long += lab(long_leg[j]);
+            }
+        }
+        for (b, qv) in q.iter_mut().enumerate() {
+            *qv /= (bounds[b + 1] - bounds[b]) as f64;
+        }
+        day.quintiles = Some(q);
+        let long = long / legs as f64;
         // The short leg is the lowest quintile, positions 0..n/5: its mean is q[0].
         out.members.extend(joint[..legs].iter().map(|&(_, k)| k));
         day.legs = legs as u32;
