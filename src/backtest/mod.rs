@@ -358,18 +358,23 @@ impl Scorer {
         let labelled = |k: u32| (bits[k as usize / 64] >> (k % 64)) & 1 == 1;
 
         // One stable sort of the finite signal values serves every metric below. One pass
-        // over it counts the distinct values and keeps the joint set (finite signal and
-        // label), still sorted by (signal, symbol).
+        // over it counts the distinct values and the labelled ones; the joint set (finite
+        // signal and label, still sorted by (signal, symbol)) is the sorted row itself
+        // unless some of its stocks have no label (about 1 % of dates).
         let all = sc.sort.sort_finite(sig);
-        sc.joint.resize(all.len(), (0, 0));
+        let all_len = all.len();
         let (mut n, mut uniq) = (0usize, 0usize);
         for (j, &e) in all.iter().enumerate() {
             uniq += usize::from(j == 0 || e.0 != all[j - 1].0);
-            sc.joint[n] = e;
             n += usize::from(labelled(e.1));
         }
-        sc.joint.truncate(n);
-        let all_len = all.len();
+        let joint: &[(u64, u32)] = if n == all_len {
+            all
+        } else {
+            sc.joint.clear();
+            sc.joint.extend(all.iter().filter(|e| labelled(e.1)));
+            &sc.joint
+        };
         if all_len > 0 {
             day.distinct = Some(uniq as f64 / all_len as f64);
         }
@@ -396,70 +401,89 @@ impl Scorer {
             return;
         }
 
-        // Rank IC: Pearson of the average ranks within the joint set on both sides. The
-        // label's ranks are precomputed for its full set; when the signal misses some of
-        // those stocks, the precomputed order restricted to the joint set stays sorted,
-        // so they are re-ranked without a sort. Both sides' ranks have the exact mean
-        // (n + 1) / 2 and centred ranks are multiples of 1/2, so these sums are exact.
+        // Rank IC: Pearson of the average ranks within the joint set on both sides. Both
+        // sides' ranks have the exact mean (n + 1) / 2 and centred ranks are multiples of
+        // 1/2, so every sum below is exact: its terms may be added in any order (split
+        // over independent accumulators, or grouped) and give the same bits.
         let mid = (n as f64 + 1.0) / 2.0;
-        let (label_ranks, syy): (&[f32], f64) = if n as u32 == self.n_labelled[i] {
-            (&self.main_ranks[row], self.main_syy[i])
-        } else {
-            // Branch-free compaction: which labelled stocks the signal misses is data. A
-            // kept entry starts a tie group if it or any entry dropped since the previous
-            // kept one did.
-            let order = &self.main_order[i * na..i * na + self.n_labelled[i] as usize];
-            sc.lj.resize(order.len(), 0);
-            let (mut m, mut pending) = (0, 0u32);
-            for &e in order {
-                let flag = pending | (e & NEW_GROUP);
-                sc.lj[m] = e | flag;
-                let keep = sig[(e & !NEW_GROUP) as usize].is_finite();
-                m += usize::from(keep);
-                pending = if keep { 0 } else { flag };
-            }
-            sc.lj.truncate(m);
-            sc.lr.resize(na, f32::NAN);
-            // Only the joint set's cells are written here and read below.
-            let lj = &sc.lj;
-            let mut syy = 0.0;
-            tie_runs(lj.len(), |j| lj[j] & NEW_GROUP == 0, |i, j, r| {
-                for &e in &lj[i..j] {
-                    sc.lr[(e & !NEW_GROUP) as usize] = r as f32;
+        let ties = uniq != all_len;
+        let nf = n as f64;
+        let (sxy, sxx, syy) = if n as u32 == self.n_labelled[i] {
+            // The signal covers every labelled stock: the label's ranks and Σ (rank −
+            // mid)² were precomputed for this date. The signal's ranks are walked in
+            // sorted order; without ties position p has rank p + 1 and Σ (p + 1 − mid)²
+            // is n(n² − 1)/12.
+            let label_ranks = &self.main_ranks[row];
+            let v = |k: u32| f64::from(label_ranks[k as usize]) - mid;
+            let (sxy, sxx) = if !ties {
+                let mut acc = [0.0; 4];
+                let mut chunks = joint.chunks_exact(4);
+                let mut p = 1.0 - mid;
+                for c in &mut chunks {
+                    for (l, &(_, k)) in c.iter().enumerate() {
+                        acc[l] += (p + l as f64) * v(k);
+                    }
+                    p += 4.0;
                 }
-                syy += (j - i) as f64 * (r - mid) * (r - mid);
-            });
-            (&sc.lr, syy)
-        };
-        // The signal's average ranks over the joint set, walked in sorted order. Without
-        // ties (the common case: `uniq` counts distinct values) position p has rank p + 1
-        // and Σ (p + 1 − mid)² is n(n² − 1)/12. Every term is exact, so the sums may be
-        // split over independent accumulators (no add waits on the previous one) and
-        // still give the same bits.
-        let joint = &sc.joint;
-        let v = |k: u32| f64::from(label_ranks[k as usize]) - mid;
-        let (sxy, sxx) = if uniq == all_len {
-            let mut acc = [0.0; 4];
-            let mut chunks = joint.chunks_exact(4);
-            let mut p = 1.0 - mid;
-            for c in &mut chunks {
-                for (l, &(_, k)) in c.iter().enumerate() {
+                for (l, &(_, k)) in chunks.remainder().iter().enumerate() {
                     acc[l] += (p + l as f64) * v(k);
                 }
-                p += 4.0;
-            }
-            for (l, &(_, k)) in chunks.remainder().iter().enumerate() {
-                acc[l] += (p + l as f64) * v(k);
-            }
-            let nf = n as f64;
-            ((acc[0] + acc[1]) + (acc[2] + acc[3]), nf * (nf * nf - 1.0) / 12.0)
+                ((acc[0] + acc[1]) + (acc[2] + acc[3]), nf * (nf * nf - 1.0) / 12.0)
+            } else {
+                let (mut sxy, mut sxx) = (0.0, 0.0);
+                average_ranks(joint, |k, r| {
+                    sxy += (r - mid) * v(k);
+                    sxx += (r - mid) * (r - mid);
+                });
+                (sxy, sxx)
+            };
+            (sxy, sxx, self.main_syy[i])
         } else {
-            let (mut sxy, mut sxx) = (0.0, 0.0);
-            average_ranks(joint, |k, r| {
-                sxy += (r - mid) * v(k);
-                sxx += (r - mid) * (r - mid);
-            });
-            (sxy, sxx)
+            // The signal misses some labelled stocks (most dates of most alphas): the
+            // signal's centred ranks go to `sr` by stock, then one walk of the label's
+            // precomputed order, restricted to the joint set, ranks the label within it.
+            // The restricted order is still sorted and its tie groups are the full
+            // set's, so each group's members share one average rank: a group adds
+            // (its rank − mid) · Σ (their signal ranks − mid) to sxy.
+            sc.sr.resize(na, 0.0);
+            let sxx = if !ties {
+                for (p, &(_, k)) in joint.iter().enumerate() {
+                    sc.sr[k as usize] = (p + 1) as f32;
+                }
+                nf * (nf * nf - 1.0) / 12.0
+            } else {
+                let mut sxx = 0.0;
+                average_ranks(joint, |k, r| {
+                    sc.sr[k as usize] = r as f32;
+                    sxx += (r - mid) * (r - mid);
+                });
+                sxx
+            };
+            let order = &self.main_order[i * na..i * na + self.n_labelled[i] as usize];
+            let sr = &sc.sr;
+            let (mut sxy, mut syy) = (0.0, 0.0);
+            // Stocks ranked before the open group, its size and its signal-rank sum.
+            let (mut before, mut size, mut sum) = (0usize, 0usize, 0.0f64);
+            let mut close = |before: &mut usize, size: &mut usize, sum: &mut f64| {
+                let r = (2 * *before + *size + 1) as f64 / 2.0 - mid;
+                sxy += r * *sum;
+                syy += *size as f64 * r * r;
+                *before += *size;
+                (*size, *sum) = (0, 0.0);
+            };
+            for &e in order {
+                if e & NEW_GROUP != 0 && size > 0 {
+                    close(&mut before, &mut size, &mut sum);
+                }
+                let k = (e & !NEW_GROUP) as usize;
+                let keep = sig[k].is_finite();
+                size += usize::from(keep);
+                sum += if keep { f64::from(sr[k]) - mid } else { 0.0 };
+            }
+            if size > 0 {
+                close(&mut before, &mut size, &mut sum);
+            }
+            (sxy, sxx, syy)
         };
         day.rank_ic = (sxx > 0.0 && syy > 0.0).then(|| (sxy / (sxx.sqrt() * syy.sqrt())).clamp(-1.0, 1.0));
 
@@ -518,8 +542,8 @@ struct Scratch {
     rows: Vec<Vec<f64>>,
     sort: SortBuf,
     joint: Vec<(u64, u32)>,
-    lj: Vec<u32>,
-    lr: Vec<f32>,
+    /// The signal's ranks within the joint set, by stock.
+    sr: Vec<f32>,
 }
 
 /// Scores a stream of signals in groups of [`SCORE_GROUP`] with
