@@ -154,12 +154,32 @@ fn constants_fold_and_common_subexpressions_are_shared() {
             assert!(!args.iter().all(|x| matches!(c.graph.nodes[*x], Node::Const(_))), "unfolded {node:?}");
         }
     }
-    let b = c.add("rank(close) * -1 + 0.75").expect("compiles");
+    let b = c.add("rank(close) / -1 + 0.75").expect("compiles");
     assert_ne!(a, b);
     let added = c.graph.len() - n1;
     assert!(added <= 3, "rank(close) is shared, only the new arithmetic is added ({added} nodes)");
     let same = c.add("(-1 * 1) * rank(close) + (1 - 0.25)").expect("compiles");
     assert_eq!(a, same, "an identical expression is the same node");
+}
+
+#[test]
+fn symmetric_operators_share_one_node_whatever_the_argument_order() {
+    let d = sample();
+    let mut c = Compiler::new(Schema::of(d), &NoAlphas);
+    for (x, y) in [
+        ("correlation(close, volume, 5)", "correlation(volume, close, 5)"),
+        ("covariance(rank(close), volume, 7)", "covariance(volume, rank(close), 7)"),
+        ("close * returns", "returns * close"),
+        ("open + vwap", "vwap + open"),
+    ] {
+        assert_eq!(c.add(x).expect("compiles"), c.add(y).expect("compiles"), "{x} and {y}");
+        // Sharing is only sound because the kernels are symmetric bit for bit.
+        let (a, b) = (ev(x), ev(y));
+        assert!(a.as_slice().iter().zip(b.as_slice()).all(|(p, q)| p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan())), "{x} and {y} differ");
+    }
+    // Not symmetric: these stay apart.
+    assert_ne!(c.add("close - open").expect("compiles"), c.add("open - close").expect("compiles"));
+    assert_ne!(c.add("correlation(close, volume, 5)").expect("compiles"), c.add("correlation(close, volume, 6)").expect("compiles"));
 }
 
 #[test]

@@ -41,7 +41,19 @@ impl Graph {
         let key = match &node {
             Node::Const(v) => Key::Const(if *v == 0.0 { 0 } else { v.to_bits() }),
             Node::Field(f) => Key::Field(f.clone()),
-            Node::Op { op, args, windows } => Key::Op(op.name, args.clone(), windows.clone()),
+            Node::Op { op, args, windows } => {
+                // Operators whose result does not depend on the argument order, bit for bit
+                // (IEEE addition and multiplication commute; the rolling correlation and
+                // covariance treat both sides alike), are keyed on their sorted arguments,
+                // so `correlation(x, y, d)` and `correlation(y, x, d)` are one node.
+                // (`min2`/`max2` are not: which zero they return for −0 and +0 depends on
+                // the order.)
+                let mut a = args.clone();
+                if matches!(op.name, "add" | "mul" | "ts_corr" | "ts_cov") {
+                    a.sort_unstable();
+                }
+                Key::Op(op.name, a, windows.clone())
+            }
         };
         if let Some(&id) = self.index.get(&key) {
             return id;
