@@ -130,6 +130,8 @@ pub struct Scorer {
     /// centred ranks are multiples of 1/2): the rank IC's label-side sum whenever the
     /// signal covers every labelled stock.
     main_syy: Vec<f64>,
+    /// Per date, whether two finite main labels are equal.
+    main_tied: Vec<bool>,
     /// Per date (stride `n_assets`, the first `counts` entries used), the assets with a
     /// finite main label in ascending label order, ties by asset, with [`NEW_GROUP`] set
     /// on the first of each run of equal labels.
@@ -201,13 +203,14 @@ impl Scorer {
         let mut main_ranks = vec![f32::NAN; main.rows.len()];
         let mut main_order = vec![0u32; main.rows.len()];
         let mut main_syy = vec![0.0; end - start];
+        let mut main_tied = vec![false; end - start];
         main_ranks
             .par_chunks_mut(na)
             .zip(main_order.par_chunks_mut(na))
             .zip(labelled.par_chunks_mut(words))
             .zip(main.rows.par_chunks(na))
-            .zip(main_syy.par_iter_mut())
-            .for_each_init(SortBuf::default, |buf, ((((o, ord), bits), r), syy)| {
+            .zip(main_syy.par_iter_mut().zip(main_tied.par_iter_mut()))
+            .for_each_init(SortBuf::default, |buf, ((((o, ord), bits), r), (syy, tied))| {
                 let sorted = buf.sort_finite(r);
                 let mid = (sorted.len() as f64 + 1.0) / 2.0;
                 tie_runs(sorted.len(), |j| sorted[j].0 == sorted[j - 1].0, |i, j, rk| {
@@ -217,9 +220,10 @@ impl Scorer {
                         bits[a as usize / 64] |= 1 << (a % 64);
                     }
                     *syy += (j - i) as f64 * (rk - mid) * (rk - mid);
+                    *tied |= j - i > 1;
                 });
             });
-        Ok(Scorer { cfg, start, end, n_assets: na, labels, lanes, n_labelled: main.counts, main_ranks, main_syy, main_order, labelled })
+        Ok(Scorer { cfg, start, end, n_assets: na, labels, lanes, n_labelled: main.counts, main_ranks, main_syy, main_tied, main_order, labelled })
     }
 
     pub fn config(&self) -> &MetricsConfig {
@@ -461,29 +465,43 @@ impl Scorer {
             };
             let order = &self.main_order[i * na..i * na + self.n_labelled[i] as usize];
             let sr = &sc.sr;
-            let (mut sxy, mut syy) = (0.0, 0.0);
-            // Stocks ranked before the open group, its size and its signal-rank sum.
-            let (mut before, mut size, mut sum) = (0usize, 0usize, 0.0f64);
-            let mut close = |before: &mut usize, size: &mut usize, sum: &mut f64| {
-                let r = (2 * *before + *size + 1) as f64 / 2.0 - mid;
-                sxy += r * *sum;
-                syy += *size as f64 * r * r;
-                *before += *size;
-                (*size, *sum) = (0, 0.0);
-            };
-            for &e in order {
-                if e & NEW_GROUP != 0 && size > 0 {
+            if !self.main_tied[i] {
+                // No two labels equal: the restricted order ranks 1, 2, ... and
+                // Σ (rank − mid)² is n(n² − 1)/12; four accumulators (exact sums).
+                let (mut acc, mut pos) = ([0.0; 4], 0usize);
+                for (j, &e) in order.iter().enumerate() {
+                    let k = (e & !NEW_GROUP) as usize;
+                    let keep = sig[k].is_finite();
+                    let t = (pos as f64 + 1.0 - mid) * (f64::from(sr[k]) - mid);
+                    acc[j % 4] += if keep { t } else { 0.0 };
+                    pos += usize::from(keep);
+                }
+                ((acc[0] + acc[1]) + (acc[2] + acc[3]), sxx, nf * (nf * nf - 1.0) / 12.0)
+            } else {
+                let (mut sxy, mut syy) = (0.0, 0.0);
+                // Stocks ranked before the open group, its size and its signal-rank sum.
+                let (mut before, mut size, mut sum) = (0usize, 0usize, 0.0f64);
+                let mut close = |before: &mut usize, size: &mut usize, sum: &mut f64| {
+                    let r = (2 * *before + *size + 1) as f64 / 2.0 - mid;
+                    sxy += r * *sum;
+                    syy += *size as f64 * r * r;
+                    *before += *size;
+                    (*size, *sum) = (0, 0.0);
+                };
+                for &e in order {
+                    if e & NEW_GROUP != 0 && size > 0 {
+                        close(&mut before, &mut size, &mut sum);
+                    }
+                    let k = (e & !NEW_GROUP) as usize;
+                    let keep = sig[k].is_finite();
+                    size += usize::from(keep);
+                    sum += if keep { f64::from(sr[k]) - mid } else { 0.0 };
+                }
+                if size > 0 {
                     close(&mut before, &mut size, &mut sum);
                 }
-                let k = (e & !NEW_GROUP) as usize;
-                let keep = sig[k].is_finite();
-                size += usize::from(keep);
-                sum += if keep { f64::from(sr[k]) - mid } else { 0.0 };
+                (sxy, sxx, syy)
             }
-            if size > 0 {
-                close(&mut before, &mut size, &mut sum);
-            }
-            (sxy, sxx, syy)
         };
         day.rank_ic = (sxx > 0.0 && syy > 0.0).then(|| (sxy / (sxx.sqrt() * syy.sqrt())).clamp(-1.0, 1.0));
 
