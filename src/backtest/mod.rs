@@ -273,7 +273,8 @@ impl Scorer {
                 d.append(b);
             }
         }
-        days.iter().map(|d| self.summarise(d)).collect()
+        // One signal's book is a walk in date order; the signals of a group walk in parallel.
+        days.par_iter().map(|d| self.summarise(d)).collect()
     }
 
     /// The metrics of a signal from its scored dates, in date order.
