@@ -523,6 +523,8 @@ impl Scorer {
         // From −0.0, as `f64::sum` starts.
         let (mut q, mut long) = ([-0.0; 5], -0.0);
         // The lowest quintile is the smallest: bounds[1] − bounds[0] = floor(n/5) = legs.
+        // (`j` is the step of six sequences at once, hence the index loop.)
+        #[allow(clippy::needless_range_loop)]
         for j in 0..legs + 1 {
             for b in 0..5 {
                 let p = bounds[b] + j;
