@@ -115,9 +115,19 @@ fn schedule(graph: &Graph, roots: &[NodeId], needed: &[bool], uses: &[usize]) ->
     let n = graph.nodes.len();
     let is_op = |id: NodeId| matches!(graph.nodes[id], Node::Op { .. });
     // Each distinct root's sub-expression (its needed op nodes), ascending ids.
-    let mut distinct: Vec<NodeId> = roots.to_vec();
-    distinct.sort_unstable();
-    distinct.dedup();
+    let mut sorted: Vec<NodeId> = roots.to_vec();
+    sorted.sort_unstable();
+    // Each distinct root and how many times it is listed (each listing is one use).
+    let mut distinct: Vec<NodeId> = Vec::new();
+    let mut mult: Vec<usize> = Vec::new();
+    for &r in &sorted {
+        if distinct.last() == Some(&r) {
+            *mult.last_mut().expect("pushed with distinct") += 1;
+        } else {
+            distinct.push(r);
+            mult.push(1);
+        }
+    }
     let mut seen = vec![usize::MAX; n];
     let subtrees: Vec<Vec<NodeId>> = distinct
         .iter()
@@ -161,7 +171,7 @@ fn schedule(graph: &Graph, roots: &[NodeId], needed: &[bool], uses: &[usize]) ->
                     }
                 }
             }
-            inside[distinct[r]] += roots.iter().filter(|&&x| x == distinct[r]).count();
+            inside[distinct[r]] += mult[r];
             let mut score = 0i64;
             for &id in nodes {
                 if done[id] {
@@ -196,8 +206,7 @@ fn schedule(graph: &Graph, roots: &[NodeId], needed: &[bool], uses: &[usize]) ->
                 }
             }
         }
-        let root = distinct[r];
-        left[root] -= roots.iter().filter(|&&x| x == root).count();
+        left[distinct[r]] -= mult[r];
     }
     // Constants and fields first (they cost nothing to hold), then the ops in that order.
     let mut schedule: Vec<NodeId> = (0..n).filter(|&id| needed[id] && !is_op(id)).collect();
