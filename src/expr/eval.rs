@@ -114,7 +114,6 @@ pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, mut on_root:
 fn schedule(graph: &Graph, roots: &[NodeId], needed: &[bool], uses: &[usize]) -> Vec<NodeId> {
     let n = graph.nodes.len();
     let is_op = |id: NodeId| matches!(graph.nodes[id], Node::Op { .. });
-    // Each distinct root's sub-expression (its needed op nodes), ascending ids.
     let mut sorted: Vec<NodeId> = roots.to_vec();
     sorted.sort_unstable();
     // Each distinct root and how many times it is listed (each listing is one use).
@@ -128,6 +127,7 @@ fn schedule(graph: &Graph, roots: &[NodeId], needed: &[bool], uses: &[usize]) ->
             mult.push(1);
         }
     }
+    // Each distinct root's sub-expression (its needed op nodes), ascending ids.
     let mut seen = vec![usize::MAX; n];
     let subtrees: Vec<Vec<NodeId>> = distinct
         .iter()
