@@ -30,9 +30,14 @@ fn all_101_formulas_parse_unchanged() {
     }
 }
 
+/// The shipped seed file.
+fn seed_defs() -> Vec<seeds::AlphaDef> {
+    seeds::load(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml")).expect("seed file")
+}
+
 #[test]
 fn seed_file_is_the_reference_set() {
-    let seeds = seeds::load(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml")).expect("seed file");
+    let seeds = seed_defs();
     let refs = reference();
     assert_eq!(seeds.len(), refs.len());
     for (s, (id, f)) in seeds.iter().zip(&refs) {
@@ -45,7 +50,7 @@ fn seed_file_is_the_reference_set() {
 #[test]
 fn all_seeds_evaluate_on_the_sample_with_sane_values() {
     let data = sample();
-    let defs = seeds::load(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml")).expect("seed file");
+    let defs = seed_defs();
     let set = AlphaSet::from_defs(&defs);
     let mut c = Compiler::new(Schema::of(data), &set);
     let mut roots = Vec::new();
@@ -90,21 +95,20 @@ fn all_seeds_evaluate_on_the_sample_with_sane_values() {
 #[test]
 fn a_batch_delivers_every_alpha_as_evaluated_alone() {
     let data = sample();
-    let defs = seeds::load(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml")).expect("seed file");
+    let defs = seed_defs();
     let set = AlphaSet::from_defs(&defs);
     let mut c = Compiler::new(Schema::of(data), &set);
-    let formulas: Vec<&str> = defs.iter().map(|d| d.formula.as_str()).filter(|f| !f.contains("cap")).step_by(3).collect();
+    let mut formulas: Vec<&str> = defs.iter().map(|d| d.formula.as_str()).filter(|f| !f.contains("cap")).step_by(3).collect();
     let mut roots: Vec<_> = formulas.iter().map(|f| c.add(f).expect("compiles")).collect();
     // The same alpha twice, and one root listed again.
-    roots.push(c.add(formulas[0]).expect("compiles"));
-    roots.push(roots[5]);
+    formulas.extend([formulas[0], formulas[5]]);
+    roots.extend([c.add(formulas[0]).expect("compiles"), roots[5]]);
     let mut got = vec![0usize; roots.len()];
     evaluate(&c.graph, &roots, data, |i, p| {
         got[i] += 1;
-        let f = formulas.get(i).copied().unwrap_or(if i == formulas.len() { formulas[0] } else { formulas[5] });
-        let alone = alphaloop::expr::eval_expr(f, data, &set).expect("evaluates");
+        let alone = alphaloop::expr::eval_expr(formulas[i], data, &set).expect("evaluates");
         let same = p.as_slice().iter().zip(alone.as_slice()).all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
-        assert!(same, "root {i} ({f}) differs from its evaluation alone");
+        assert!(same, "root {i} ({}) differs from its evaluation alone", formulas[i]);
     });
     assert!(got.iter().all(|&k| k == 1), "each root delivered once: {got:?}");
 }
