@@ -384,15 +384,15 @@ impl Scorer {
             day.distinct = Some(uniq as f64 / all_len as f64);
         }
 
-        // Pearson IC at the main horizon and every extra one, four horizons per sweep.
+        // Pearson IC at the main horizon and every extra one, four horizons per sweep; not
+        // finite (undefined) is NaN.
         let horizons = 1 + self.cfg.ic_horizons.len();
+        let mut ic = f64::NAN;
         for c in (0..horizons).step_by(4) {
-            let r = pearson4(sig, labels, lanes, c, min);
+            let r = pearson4(sig, labels, lanes, c, min).map(|v| if v.is_finite() { v } else { f64::NAN });
             for (k, v) in r.into_iter().enumerate().take(horizons - c) {
-                // Not finite (undefined) is stored as NaN.
-                let v = if v.is_finite() { v } else { f64::NAN };
                 if c + k == 0 {
-                    day.ic = Some(v).filter(|v| !v.is_nan());
+                    ic = v;
                 } else {
                     out.ic_extra.push(v);
                 }
@@ -401,10 +401,10 @@ impl Scorer {
 
         day.n_joint = n as u32;
         if n < min {
-            day.ic = None;
             out.days.push(day);
             return;
         }
+        day.ic = Some(ic).filter(|v| !v.is_nan());
 
         // Rank IC: Pearson of the average ranks within the joint set on both sides. Both
         // sides' ranks have the exact mean (n + 1) / 2 and centred ranks are multiples of
@@ -412,7 +412,6 @@ impl Scorer {
         // over independent accumulators, or grouped) and give the same bits.
         let mid = (n as f64 + 1.0) / 2.0;
         let ties = uniq != all_len;
-        let nf = n as f64;
         let (sxy, sxx, syy) = if n as u32 == self.n_labelled[i] {
             // The signal covers every labelled stock: the label's ranks and Σ (rank −
             // mid)² were precomputed for this date. The signal's ranks are walked in
@@ -433,7 +432,7 @@ impl Scorer {
                 for (l, &(_, k)) in chunks.remainder().iter().enumerate() {
                     acc[l] += (p + l as f64) * v(k);
                 }
-                ((acc[0] + acc[1]) + (acc[2] + acc[3]), nf * (nf * nf - 1.0) / 12.0)
+                ((acc[0] + acc[1]) + (acc[2] + acc[3]), untied_sum_sq(n))
             } else {
                 let (mut sxy, mut sxx) = (0.0, 0.0);
                 average_ranks(joint, |k, r| {
@@ -455,7 +454,7 @@ impl Scorer {
                 for (p, &(_, k)) in joint.iter().enumerate() {
                     sc.sr[k as usize] = (p + 1) as f32;
                 }
-                nf * (nf * nf - 1.0) / 12.0
+                untied_sum_sq(n)
             } else {
                 let mut sxx = 0.0;
                 average_ranks(joint, |k, r| {
@@ -477,7 +476,7 @@ impl Scorer {
                     acc[j % 4] += if keep { t } else { 0.0 };
                     pos += usize::from(keep);
                 }
-                ((acc[0] + acc[1]) + (acc[2] + acc[3]), sxx, nf * (nf * nf - 1.0) / 12.0)
+                ((acc[0] + acc[1]) + (acc[2] + acc[3]), sxx, untied_sum_sq(n))
             } else {
                 let (mut sxy, mut syy) = (0.0, 0.0);
                 // Stocks ranked before the open group, its size and its signal-rank sum.
@@ -547,6 +546,13 @@ impl Scorer {
         day.ls = Some(long - q[0]);
         out.days.push(day);
     }
+}
+
+/// Σ (r − (n + 1)/2)² over the ranks r = 1..=n (no ties): n(n² − 1)/12, exactly (the
+/// terms are multiples of 1/4, and so is the sum).
+fn untied_sum_sq(n: usize) -> f64 {
+    let n = n as f64;
+    n * (n * n - 1.0) / 12.0
 }
 
 /// Dates per block when scoring: the labels of a date and one row per signal stay in L1

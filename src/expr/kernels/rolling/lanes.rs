@@ -447,7 +447,7 @@ unsafe fn walk_avx512<const CORR: bool>(x: &[f64], y: &[f64], xs: [&[f64]; W], y
         out.fill(f64::NAN);
         return;
     }
-    assert!(y.len() >= n * W && out.len() >= n * W, "interleaved inputs and output of equal length");
+    assert!(y.len() >= n * W && out.len() >= n * W, "interleaved y and output at least as long as x");
     // SAFETY (every load and store below): rows t < n of slices holding n·W values.
     let ld = |v: &[f64], t: usize| unsafe { _mm512_loadu_pd(v[t * W..t * W + W].as_ptr()) };
     let dn = d as f64;
