@@ -19,6 +19,11 @@ fn same(a: &Panel, b: &Panel) -> bool {
     a.n_dates() == b.n_dates() && a.as_slice().iter().zip(b.as_slice()).all(|(x, y)| x == y || (x.is_nan() && y.is_nan()))
 }
 
+/// Equal, or both NaN.
+fn same_cell(a: f64, b: f64) -> bool {
+    a == b || (a.is_nan() && b.is_nan())
+}
+
 fn err(e: &str) -> alphaloop::expr::ExprError {
     eval_expr(e, sample(), &NoAlphas).expect_err("should fail")
 }
@@ -64,6 +69,33 @@ fn arithmetic_and_logic_follow_the_conventions() {
     for (s, r) in sp.as_slice().iter().zip(r.as_slice()) {
         if r.is_finite() {
             assert!((s - r.signum() * r * r).abs() < 1e-15);
+        }
+    }
+    // The fast paths: `x ^ 2` is the rounded square (numpy's `x ** 2`), `x ^ 1` is x, and
+    // `signedpower(x, 2)` the signed square; a general exponent still goes to pow.
+    let (sq, one, r3) = (ev("returns ^ 2"), ev("returns ^ 1"), ev("abs(returns) ^ 3"));
+    for (((s, o), c), (r, p)) in sq.as_slice().iter().zip(one.as_slice()).zip(r3.as_slice()).zip(r.as_slice().iter().zip(sp.as_slice())) {
+        assert!(same_cell(*s, r * r) && same_cell(*o, *r) && same_cell(*c, r.abs().powf(3.0)));
+        assert!(same_cell(*p, if *r == 0.0 { 0.0 } else { r * r.abs() }));
+    }
+    // sign: ±1 for non-zero values (infinities included), zero keeps its sign, NaN stays.
+    let sg = ev("sign(returns)");
+    for (g, r) in sg.as_slice().iter().zip(r.as_slice()) {
+        let want = if r.is_nan() { f64::NAN } else if *r == 0.0 { *r } else { r.signum() };
+        assert!(same_cell(*g, want) && g.is_sign_negative() == want.is_sign_negative(), "sign({r}) = {g}");
+    }
+    // where with every shape of its branches (panel, scalar, the reused buffer).
+    for (e, f) in [
+        ("returns > 0 ? close : open", (|r: f64, c: f64, o: f64| if r > 0.0 { c } else { o }) as fn(f64, f64, f64) -> f64),
+        ("returns > 0 ? 1 : open", |r, _, o| if r > 0.0 { 1.0 } else { o }),
+        ("returns > 0 ? close * 2 : -1", |r, c, _| if r > 0.0 { c * 2.0 } else { -1.0 }),
+    ] {
+        let w = ev(e);
+        let (c, o) = (&d.fields["close"], &d.fields["open"]);
+        for (i, v) in w.as_slice().iter().enumerate() {
+            let rv = r.as_slice()[i];
+            let want = if rv.is_nan() { f64::NAN } else { f(rv, c.as_slice()[i], o.as_slice()[i]) };
+            assert!(same_cell(*v, want), "{e} at cell {i}: {v} != {want}");
         }
     }
     // min/max with a constant are time-series, with two series element-wise.

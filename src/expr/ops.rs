@@ -133,7 +133,16 @@ pub static CATALOGUE: &[OpDef] = &[
     OpDef { name: "sub", aliases: &[], params: SS, kind: Elementwise, doc: "x - y", eval: |v, _| { let [x, y] = args(v); map2(x, y, |a, b| a - b) } },
     OpDef { name: "mul", aliases: &[], params: SS, kind: Elementwise, doc: "x * y", eval: |v, _| { let [x, y] = args(v); map2(x, y, |a, b| a * b) } },
     OpDef { name: "div", aliases: &[], params: SS, kind: Elementwise, doc: "x / y; division by zero gives NaN", eval: |v, _| { let [x, y] = args(v); map2(x, y, |a, b| if b == 0.0 { f64::NAN } else { a / b }) } },
-    OpDef { name: "pow", aliases: &[], params: SS, kind: Elementwise, doc: "x ^ y: x to the power y; NaN for a negative x with a fractional y", eval: |v, _| { let [x, y] = args(v); map2(x, y, f64::powf) } },
+    OpDef { name: "pow", aliases: &[], params: SS, kind: Elementwise, doc: "x ^ y: x to the power y; NaN for a negative x with a fractional y", eval: |v, _| {
+        let [x, y] = args(v);
+        match y {
+            // numpy's own fast paths for `x ** 2` and `x ** 1` (a square is exact to
+            // half an ulp, where libm's pow allows 0.52), at the cost of a multiply.
+            Value::Scalar(e) if e == 2.0 => map1(x, |a| a * a),
+            Value::Scalar(e) if e == 1.0 => map1(x, |a| a),
+            y => map2(x, y, f64::powf),
+        }
+    } },
     OpDef { name: "neg", aliases: &[], params: S, kind: Elementwise, doc: "-x", eval: |v, _| { let [x] = args(v); map1(x, |a| -a) } },
     OpDef { name: "lt", aliases: &[], params: SS, kind: Elementwise, doc: "x < y: 1 or 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| a < b) },
     OpDef { name: "gt", aliases: &[], params: SS, kind: Elementwise, doc: "x > y: 1 or 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| a > b) },
@@ -149,11 +158,22 @@ pub static CATALOGUE: &[OpDef] = &[
     } },
     // ---- element-wise functions ----
     OpDef { name: "abs", aliases: &[], params: S, kind: Elementwise, doc: "abs(x): absolute value", eval: |v, _| { let [x] = args(v); map1(x, f64::abs) } },
-    OpDef { name: "sign", aliases: &[], params: S, kind: Elementwise, doc: "sign(x): -1, 0 or 1", eval: |v, _| { let [x] = args(v); map1(x, |a| if a > 0.0 { 1.0 } else if a < 0.0 { -1.0 } else { a * 0.0 }) } },
+    OpDef { name: "sign", aliases: &[], params: S, kind: Elementwise, doc: "sign(x): -1, 0 or 1", eval: |v, _| {
+        let [x] = args(v);
+        // Selects rather than branches (vectorises): ±1 for a non-zero, ±0 or NaN as is.
+        map1(x, |a| {
+            let unit = 1.0f64.copysign(a);
+            if a.abs() > 0.0 { unit } else { a * 0.0 }
+        })
+    } },
     OpDef { name: "log", aliases: &["ln"], params: S, kind: Elementwise, doc: "log(x): natural log, NaN for x <= 0", eval: |v, _| { let [x] = args(v); map1(x, |a| if a > 0.0 { a.ln() } else { f64::NAN }) } },
     OpDef { name: "signedpower", aliases: &[], params: SS, kind: Elementwise, doc: "signedpower(x, a) = sign(x) * |x|^a", eval: |v, _| {
         let [x, y] = args(v);
-        map2(x, y, |a, e| if a.is_nan() { f64::NAN } else if a == 0.0 { 0.0f64.powf(e) } else { a.signum() * a.abs().powf(e) })
+        match y {
+            // As `x ^ 2`: the square by a multiply (exactly sign(x) · x², rounded once).
+            Value::Scalar(e) if e == 2.0 => map1(x, |a| if a == 0.0 { 0.0 } else { a * a.abs() }),
+            y => map2(x, y, |a, e| if a.is_nan() { f64::NAN } else if a == 0.0 { 0.0f64.powf(e) } else { a.signum() * a.abs().powf(e) }),
+        }
     } },
     // ---- extensions beyond the paper ----
     OpDef { name: "sqrt", aliases: &[], params: S, kind: Elementwise, doc: "sqrt(x): square root, NaN for x < 0", eval: |v, _| { let [x] = args(v); map1(x, f64::sqrt) } },

@@ -43,6 +43,9 @@ pub fn clean(v: f64) -> f64 {
 /// Chunk size for parallel element-wise loops (large enough to amortise scheduling).
 const CHUNK: usize = 1 << 15;
 
+/// Cells per run of [`map3`]'s inner loop (three stack buffers of this many stay in L1).
+const RUN: usize = 512;
+
 /// Where an input's values come from during a map.
 #[derive(Clone, Copy)]
 enum Src<'a> {
@@ -156,12 +159,38 @@ pub fn map3<F: Fn(f64, f64, f64) -> f64 + Sync>(a: Value, b: Value, c: Value, f:
     };
     let s = [src(&vals[0], 0, reused), src(&vals[1], 1, reused), src(&vals[2], 2, reused)];
     out.as_mut_slice().par_chunks_mut(CHUNK).enumerate().for_each(|(k, ch)| {
-        let [a, b, c] = s.map(|x| x.offset(k * CHUNK, ch.len()));
-        for (i, o) in ch.iter_mut().enumerate() {
-            *o = clean(f(a.at(*o, i), b.at(*o, i), c.at(*o, i)));
+        let s = s.map(|x| x.offset(k * CHUNK, ch.len()));
+        // Each input as a slice of a short run (a scalar or the output's own values
+        // copied to a stack buffer), so that one loop over three slices serves every
+        // shape and vectorises (a per-element match on the shapes did not: 3x slower).
+        let (mut ba, mut bb, mut bc) = ([0.0f64; RUN], [0.0f64; RUN], [0.0f64; RUN]);
+        for (r, o) in ch.chunks_mut(RUN).enumerate() {
+            let at = r * RUN;
+            let (a, b, c) = (run(s[0], at, o, &mut ba), run(s[1], at, o, &mut bb), run(s[2], at, o, &mut bc));
+            for (((o, a), b), c) in o.iter_mut().zip(a).zip(b).zip(c) {
+                *o = clean(f(*a, *b, *c));
+            }
         }
     });
     Value::Panel(Arc::new(out))
+}
+
+/// The values of `s` for the run of output cells `o` starting at `at` of the chunk: the
+/// slice itself, or `buf` filled with the scalar or with the output's own values.
+#[inline(always)]
+fn run<'a>(s: Src<'a>, at: usize, o: &[f64], buf: &'a mut [f64; RUN]) -> &'a [f64] {
+    let buf = &mut buf[..o.len()];
+    match s {
+        Src::Slice(v) => &v[at..at + o.len()],
+        Src::Scalar(v) => {
+            buf.fill(v);
+            buf
+        }
+        Src::Out => {
+            buf.copy_from_slice(o);
+            buf
+        }
+    }
 }
 
 #[cfg(test)]
