@@ -130,20 +130,20 @@ pub struct Scorer {
     /// centred ranks are multiples of 1/2): the rank IC's label-side sum whenever the
     /// signal covers every labelled stock.
     main_syy: Vec<f64>,
-    /// Per date, whether two finite main labels are equal.
-    main_tied: Vec<bool>,
     /// Per date (stride `n_assets`, the first `counts` entries used), the assets with a
-    /// finite main label in ascending label order, ties by asset, with [`NEW_GROUP`] set
-    /// on the first of each run of equal labels.
+    /// finite main label in ascending label order, ties by asset.
     main_order: Vec<u32>,
+    /// The runs of two or more equal main labels (equal returns, mostly unchanged prices),
+    /// as ranges of [`main_order`](Self::main_order)'s entries of their date; date i's
+    /// are `main_groups[main_group_at[i]..main_group_at[i + 1]]`.
+    main_groups: Vec<[u32; 2]>,
+    main_group_at: Vec<u32>,
     /// Per date (stride [`words`]`(n_assets)`), a bit per asset: whether its main label
     /// is finite. The scorer tests signal stocks against it in sorted (random) order, and
     /// 64 bytes stay in L1 where the 4 KB label row would not.
     labelled: Vec<u64>,
 }
 
-/// Flag in [`Scorer::main_order`]: this entry's label differs from the previous entry's.
-const NEW_GROUP: u32 = 1 << 31;
 
 /// 64-bit words of a per-date bitset over `n_assets` assets.
 fn words(n_assets: usize) -> usize {
@@ -185,9 +185,6 @@ impl Scorer {
             )));
         }
         let na = data.n_assets();
-        // Asset indices share a u32 with the NEW_GROUP flag (a panel that wide could not
-        // be held in memory anyway).
-        debug_assert!(na < NEW_GROUP as usize);
         let main = label_rows(close, start, end, cfg.gap, cfg.horizon);
         let extra: Vec<Labels> = cfg.ic_horizons.iter().map(|&h| label_rows(close, start, end, cfg.gap, h)).collect();
         let lanes = (1 + extra.len()).div_ceil(4) * 4;
@@ -203,27 +200,35 @@ impl Scorer {
         let mut main_ranks = vec![f32::NAN; main.rows.len()];
         let mut main_order = vec![0u32; main.rows.len()];
         let mut main_syy = vec![0.0; end - start];
-        let mut main_tied = vec![false; end - start];
+        let mut groups: Vec<Vec<[u32; 2]>> = vec![Vec::new(); end - start];
         main_ranks
             .par_chunks_mut(na)
             .zip(main_order.par_chunks_mut(na))
             .zip(labelled.par_chunks_mut(words))
             .zip(main.rows.par_chunks(na))
-            .zip(main_syy.par_iter_mut().zip(main_tied.par_iter_mut()))
-            .for_each_init(SortBuf::default, |buf, ((((o, ord), bits), r), (syy, tied))| {
+            .zip(main_syy.par_iter_mut().zip(groups.par_iter_mut()))
+            .for_each_init(SortBuf::default, |buf, ((((o, ord), bits), r), (syy, groups))| {
                 let sorted = buf.sort_finite(r);
                 let mid = (sorted.len() as f64 + 1.0) / 2.0;
                 tie_runs(sorted.len(), |j| sorted[j].0 == sorted[j - 1].0, |i, j, rk| {
                     for (p, &(_, a)) in sorted.iter().enumerate().take(j).skip(i) {
                         o[a as usize] = rk as f32;
-                        ord[p] = a | if p == i { NEW_GROUP } else { 0 };
+                        ord[p] = a;
                         bits[a as usize / 64] |= 1 << (a % 64);
                     }
                     *syy += (j - i) as f64 * (rk - mid) * (rk - mid);
-                    *tied |= j - i > 1;
+                    if j - i > 1 {
+                        groups.push([i as u32, j as u32]);
+                    }
                 });
             });
-        Ok(Scorer { cfg, start, end, n_assets: na, labels, lanes, n_labelled: main.counts, main_ranks, main_syy, main_tied, main_order, labelled })
+        let mut main_group_at = vec![0u32];
+        main_group_at.extend(groups.iter().scan(0u32, |at, g| {
+            *at += g.len() as u32;
+            Some(*at)
+        }));
+        let main_groups = groups.concat();
+        Ok(Scorer { cfg, start, end, n_assets: na, labels, lanes, n_labelled: main.counts, main_ranks, main_syy, main_order, main_groups, main_group_at, labelled })
     }
 
     pub fn config(&self) -> &MetricsConfig {
@@ -444,11 +449,13 @@ impl Scorer {
             (sxy, sxx, self.main_syy[i])
         } else {
             // The signal misses some labelled stocks (most dates of most alphas): the
-            // signal's centred ranks go to `sr` by stock, then one walk of the label's
-            // precomputed order, restricted to the joint set, ranks the label within it.
-            // The restricted order is still sorted and its tie groups are the full
-            // set's, so each group's members share one average rank: a group adds
-            // (its rank − mid) · Σ (their signal ranks − mid) to sxy.
+            // signal's ranks go to `sr` by stock, then one walk of the label's precomputed
+            // order, restricted to the joint set, ranks the label within it: the kept
+            // entries rank 1, 2, ... except in a run of equal labels, whose m kept
+            // members share their average rank. Such a run adds (its rank − mid) · Σ
+            // (their signal ranks − mid) to sxy and lowers Σ (rank − mid)² by (m³ − m)/12
+            // from the untied n(n² − 1)/12. Runs are few, so the walk between them stays
+            // branch-free (four accumulators; the sums are exact).
             sc.sr.resize(na, 0.0);
             let sxx = if !ties {
                 for (p, &(_, k)) in joint.iter().enumerate() {
@@ -464,44 +471,32 @@ impl Scorer {
                 sxx
             };
             let order = &self.main_order[i * na..i * na + self.n_labelled[i] as usize];
+            let groups = &self.main_groups[self.main_group_at[i] as usize..self.main_group_at[i + 1] as usize];
             let sr = &sc.sr;
-            if !self.main_tied[i] {
-                // No two labels equal: the restricted order ranks 1, 2, ... and
-                // Σ (rank − mid)² is n(n² − 1)/12; four accumulators (exact sums).
-                let (mut acc, mut pos) = ([0.0; 4], 0usize);
-                for (j, &e) in order.iter().enumerate() {
-                    let k = (e & !NEW_GROUP) as usize;
-                    let keep = sig[k].is_finite();
-                    let t = (pos as f64 + 1.0 - mid) * (f64::from(sr[k]) - mid);
-                    acc[j % 4] += if keep { t } else { 0.0 };
-                    pos += usize::from(keep);
+            let kept = |k: u32| sig[k as usize].is_finite();
+            let (mut acc, mut pos) = ([0.0; 4], 0usize);
+            let mut walk = |seg: &[u32], pos: &mut usize| {
+                for (j, &k) in seg.iter().enumerate() {
+                    let t = (*pos as f64 + 1.0 - mid) * (f64::from(sr[k as usize]) - mid);
+                    acc[j % 4] += if kept(k) { t } else { 0.0 };
+                    *pos += usize::from(kept(k));
                 }
-                ((acc[0] + acc[1]) + (acc[2] + acc[3]), sxx, untied_sum_sq(n))
-            } else {
-                let (mut sxy, mut syy) = (0.0, 0.0);
-                // Stocks ranked before the open group, its size and its signal-rank sum.
-                let (mut before, mut size, mut sum) = (0usize, 0usize, 0.0f64);
-                let mut close = |before: &mut usize, size: &mut usize, sum: &mut f64| {
-                    let r = (2 * *before + *size + 1) as f64 / 2.0 - mid;
-                    sxy += r * *sum;
-                    syy += *size as f64 * r * r;
-                    *before += *size;
-                    (*size, *sum) = (0, 0.0);
-                };
-                for &e in order {
-                    if e & NEW_GROUP != 0 && size > 0 {
-                        close(&mut before, &mut size, &mut sum);
-                    }
-                    let k = (e & !NEW_GROUP) as usize;
-                    let keep = sig[k].is_finite();
-                    size += usize::from(keep);
-                    sum += if keep { f64::from(sr[k]) - mid } else { 0.0 };
+            };
+            let (mut from, mut in_groups, mut less) = (0usize, 0.0, 0.0);
+            for &[s, e] in groups {
+                walk(&order[from..s as usize], &mut pos);
+                let (mut m, mut sum) = (0usize, 0.0);
+                for &k in &order[s as usize..e as usize] {
+                    m += usize::from(kept(k));
+                    sum += if kept(k) { f64::from(sr[k as usize]) - mid } else { 0.0 };
                 }
-                if size > 0 {
-                    close(&mut before, &mut size, &mut sum);
-                }
-                (sxy, sxx, syy)
+                in_groups += (pos as f64 + (m as f64 + 1.0) / 2.0 - mid) * sum;
+                less += (m * m * m - m) as f64 / 12.0;
+                pos += m;
+                from = e as usize;
             }
+            walk(&order[from..], &mut pos);
+            ((acc[0] + acc[1]) + (acc[2] + acc[3]) + in_groups, sxx, untied_sum_sq(n) - less)
         };
         day.rank_ic = (sxx > 0.0 && syy > 0.0).then(|| (sxy / (sxx.sqrt() * syy.sqrt())).clamp(-1.0, 1.0));
 
