@@ -256,6 +256,8 @@ fn lane_kernels_equal_the_one_asset_kernels_on_real_data() {
     let rank = |x: &[f64], _: &[f64], w: usize, o: &mut [f64]| rolling::ts_rank(x, w, o);
     let ext = |e: Extreme| move |x: &[f64], _: &[f64], w: usize, o: &mut [f64]| rolling::extreme(x, w, e, o);
     let (max, argmin) = (ext(Extreme::Max), ext(Extreme::ArgMin));
+    let one = |k: fn(&[f64], usize, &mut [f64])| move |x: &[f64], _: &[f64], w: usize, o: &mut [f64]| k(x, w, o);
+    let (sum, decay, std) = (one(rolling::sum), one(rolling::decay_linear), one(rolling::std));
     for w in [2, 5, 10, 20] {
         for (name, x, y, lanes, one) in [
             ("corr(close, volume)", close, volume, rolling::corr_panel(close, volume, w), &rolling::corr as &dyn Fn(&[f64], &[f64], usize, &mut [f64])),
@@ -264,6 +266,9 @@ fn lane_kernels_equal_the_one_asset_kernels_on_real_data() {
             ("ts_rank(volume)", volume, volume, rolling::ts_rank_panel(volume, w), &rank),
             ("ts_max(close)", close, close, rolling::extreme_panel(close, w, Extreme::Max), &max),
             ("ts_argmin(volume)", volume, volume, rolling::extreme_panel(volume, w, Extreme::ArgMin), &argmin),
+            ("ts_sum(volume)", volume, volume, rolling::sum_panel(volume, w), &sum),
+            ("decay_linear(close)", close, close, rolling::decay_linear_panel(close, w), &decay),
+            ("ts_std(close)", close, close, rolling::std_panel(close, w), &std),
         ] {
             let mut want = vec![0.0; d.n_dates()];
             let mut finite = 0;

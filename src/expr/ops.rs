@@ -108,6 +108,12 @@ fn ts(v: Vec<Value>, c: &OpCtx, k: fn(&[f64], usize, &mut [f64])) -> Value {
     Value::Panel(Arc::new(rolling::apply(&p, c.windows[0], k)))
 }
 
+/// A one-input window kernel that takes the whole panel (eight assets at a time).
+fn ts8(v: Vec<Value>, c: &OpCtx, k: fn(&Panel, usize) -> Panel) -> Value {
+    let [x] = args(v);
+    Value::Panel(Arc::new(k(&x.into_panel(c.n_dates, c.n_assets), c.windows[0])))
+}
+
 fn ts2(v: Vec<Value>, c: &OpCtx, k: fn(&Panel, &Panel, usize) -> Panel) -> Value {
     let [x, y] = args(v);
     let (x, y) = (x.into_panel(c.n_dates, c.n_assets), y.into_panel(c.n_dates, c.n_assets));
@@ -138,8 +144,8 @@ pub static CATALOGUE: &[OpDef] = &[
         match y {
             // numpy's own fast paths for `x ** 2` and `x ** 1` (a square is exact to
             // half an ulp, where libm's pow allows 0.52), at the cost of a multiply.
-            Value::Scalar(e) if e == 2.0 => map1(x, |a| a * a),
-            Value::Scalar(e) if e == 1.0 => map1(x, |a| a),
+            Value::Scalar(2.0) => map1(x, |a| a * a),
+            Value::Scalar(1.0) => map1(x, |a| a),
             y => map2(x, y, f64::powf),
         }
     } },
@@ -171,7 +177,7 @@ pub static CATALOGUE: &[OpDef] = &[
         let [x, y] = args(v);
         match y {
             // As `x ^ 2`: the square by a multiply (exactly sign(x) · x², rounded once).
-            Value::Scalar(e) if e == 2.0 => map1(x, |a| if a == 0.0 { 0.0 } else { a * a.abs() }),
+            Value::Scalar(2.0) => map1(x, |a| if a == 0.0 { 0.0 } else { a * a.abs() }),
             y => map2(x, y, |a, e| if a.is_nan() { f64::NAN } else if a == 0.0 { 0.0f64.powf(e) } else { a.signum() * a.abs().powf(e) }),
         }
     } },
@@ -189,9 +195,9 @@ pub static CATALOGUE: &[OpDef] = &[
     // ---- time series: the past d days including today; a value only when all d are finite ----
     OpDef { name: "delay", aliases: &[], params: SW, kind: TimeSeries, doc: "delay(x, d): x d days ago", eval: |v, c| ts(v, c, rolling::delay) },
     OpDef { name: "delta", aliases: &[], params: SW, kind: TimeSeries, doc: "delta(x, d) = x - delay(x, d)", eval: |v, c| ts(v, c, rolling::delta) },
-    OpDef { name: "ts_sum", aliases: &["sum"], params: SW, kind: TimeSeries, doc: "ts_sum(x, d) / sum(x, d): sum over the past d days", eval: |v, c| ts(v, c, rolling::sum) },
-    OpDef { name: "ts_mean", aliases: &["mean"], params: SW, kind: TimeSeries, doc: "ts_mean(x, d): mean over the past d days", eval: |v, c| ts(v, c, rolling::mean) },
-    OpDef { name: "ts_std", aliases: &["stddev"], params: SW, kind: TimeSeries, doc: "ts_std(x, d) / stddev(x, d): sample standard deviation (ddof = 1) over the past d days", eval: |v, c| ts(v, c, rolling::std) },
+    OpDef { name: "ts_sum", aliases: &["sum"], params: SW, kind: TimeSeries, doc: "ts_sum(x, d) / sum(x, d): sum over the past d days", eval: |v, c| ts8(v, c, rolling::sum_panel) },
+    OpDef { name: "ts_mean", aliases: &["mean"], params: SW, kind: TimeSeries, doc: "ts_mean(x, d): mean over the past d days", eval: |v, c| ts8(v, c, rolling::mean_panel) },
+    OpDef { name: "ts_std", aliases: &["stddev"], params: SW, kind: TimeSeries, doc: "ts_std(x, d) / stddev(x, d): sample standard deviation (ddof = 1) over the past d days", eval: |v, c| ts8(v, c, rolling::std_panel) },
     OpDef { name: "ts_corr", aliases: &["correlation"], params: SSW, kind: TimeSeries, doc: "ts_corr(x, y, d) / correlation(x, y, d): Pearson correlation over the past d days; NaN when either side is constant", eval: |v, c| ts2(v, c, rolling::corr_panel) },
     OpDef { name: "ts_cov", aliases: &["covariance"], params: SSW, kind: TimeSeries, doc: "ts_cov(x, y, d) / covariance(x, y, d): sample covariance (ddof = 1) over the past d days", eval: |v, c| ts2(v, c, rolling::cov_panel) },
     OpDef { name: "ts_min", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_min(x, d), also min(x, d) with a constant d: minimum over the past d days", eval: |v, c| ts_extreme(v, c, Extreme::Min) },
@@ -200,7 +206,7 @@ pub static CATALOGUE: &[OpDef] = &[
     OpDef { name: "ts_argmax", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_argmax(x, d): 1-based day of the maximum counted from the oldest (d = today); ties give the oldest", eval: |v, c| ts_extreme(v, c, Extreme::ArgMax) },
     OpDef { name: "ts_product", aliases: &["product"], params: SW, kind: TimeSeries, doc: "ts_product(x, d) / product(x, d): product over the past d days", eval: |v, c| ts(v, c, rolling::product) },
     OpDef { name: "ts_rank", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_rank(x, d): percentile rank of today's value among the past d values, ties averaged, in (0, 1]", eval: |v, c| { let [x] = args(v); Value::Panel(Arc::new(rolling::ts_rank_panel(&x.into_panel(c.n_dates, c.n_assets), c.windows[0]))) } },
-    OpDef { name: "decay_linear", aliases: &[], params: SW, kind: TimeSeries, doc: "decay_linear(x, d): weighted mean with weights d (today) down to 1 (oldest), normalised to sum 1", eval: |v, c| ts(v, c, rolling::decay_linear) },
+    OpDef { name: "decay_linear", aliases: &[], params: SW, kind: TimeSeries, doc: "decay_linear(x, d): weighted mean with weights d (today) down to 1 (oldest), normalised to sum 1", eval: |v, c| ts8(v, c, rolling::decay_linear_panel) },
     OpDef { name: "ts_zscore", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_zscore(x, d) = (x - ts_mean(x, d)) / ts_std(x, d); NaN for a constant window (extension)", eval: |v, c| ts(v, c, rolling::zscore) },
     OpDef { name: "ts_ffill", aliases: &["ffill"], params: SW, kind: TimeSeries, doc: "ts_ffill(x, d): the last finite value of x within the past d days (forward fill with a limit; extension)", eval: |v, c| ts(v, c, rolling::ffill) },
     // ---- cross-sectional: across stocks on each date ----

@@ -14,6 +14,10 @@ use rayon::prelude::*;
 
 mod lanes;
 
+/// [`sum`], [`mean`], [`decay_linear`] and [`std`] of every asset of a panel, eight assets
+/// at a time (`lanes`).
+pub use lanes::{decay_linear_panel, mean_panel, std_panel, sum_panel};
+
 /// Applies a one-input kernel to every asset in parallel. Kernels write every cell of
 /// their output (NaN where undefined), so the output needs no initial fill ([`Panel::scratch`]).
 pub fn per_asset(x: &Panel, k: impl Fn(&[f64], &mut [f64]) + Sync) -> Panel {
@@ -147,7 +151,7 @@ fn mean_var(x: &[f64], d: usize, out: &mut [f64], mut f: impl FnMut(usize, f64, 
             f(t, w[0], 0.0)
         } else if var * (dn - 1.0) <= ILL_CONDITIONED * (s2 + dn * k * k) {
             let m = w.iter().sum::<f64>() / dn;
-            f(t, m, exact_var(w))
+            f(t, m, exact_var(w.iter()))
         } else {
             f(t, k + s1 / dn, var.max(0.0))
         }
@@ -169,11 +173,12 @@ pub fn std(x: &[f64], d: usize, out: &mut [f64]) {
 /// prices, volumes and ranks are orders of magnitude above it, so this stays rare.
 const ILL_CONDITIONED: f64 = 1e-9;
 
-/// Two-pass sample variance (ddof = 1).
-fn exact_var(w: &[f64]) -> f64 {
-    let n = w.len() as f64;
-    let m = w.iter().sum::<f64>() / n;
-    w.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - 1.0)
+/// Two-pass sample variance (ddof = 1) of a window's values (an iterator, so that eight
+/// interleaved lanes can pass one lane's values).
+fn exact_var<'a>(w: impl Iterator<Item = &'a f64> + Clone) -> f64 {
+    let n = w.clone().count() as f64;
+    let m = w.clone().sum::<f64>() / n;
+    w.map(|v| (v - m) * (v - m)).sum::<f64>() / (n - 1.0)
 }
 
 /// Two-pass (cov, var_x, var_y), ddof = 1.

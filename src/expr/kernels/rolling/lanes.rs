@@ -11,6 +11,9 @@ use super::{corr_of, cov_of, exact_moments, Extreme, ILL_CONDITIONED};
 use crate::data::Panel;
 use rayon::prelude::*;
 
+mod sums;
+pub use sums::{decay_linear_panel, mean_panel, std_panel, sum_panel};
+
 /// Assets per group.
 pub const W: usize = 8;
 
@@ -559,7 +562,7 @@ unsafe fn exact8_avx512(x: &[f64], y: &[f64], from: usize, to: usize) -> [std::a
 
 #[cfg(test)]
 mod tests {
-    use super::super::{corr, cov, extreme, ts_rank, Extreme};
+    use super::super::{corr, cov, decay_linear, extreme, mean, std, sum, ts_rank, Extreme};
     use crate::data::Panel;
 
     /// Assets whose series stress every path: NaN gaps, constant runs, values equal up to
@@ -602,6 +605,8 @@ mod tests {
                 let rank = |x: &[f64], _: &[f64], d: usize, o: &mut [f64]| ts_rank(x, d, o);
                 let ext = |w: Extreme| move |x: &[f64], _: &[f64], d: usize, o: &mut [f64]| extreme(x, d, w, o);
                 let (max, min, argmax, argmin) = (ext(Extreme::Max), ext(Extreme::Min), ext(Extreme::ArgMax), ext(Extreme::ArgMin));
+                let one = |k: fn(&[f64], usize, &mut [f64])| move |x: &[f64], _: &[f64], d: usize, o: &mut [f64]| k(x, d, o);
+                let (sum1, mean1, decay1, std1) = (one(sum), one(mean), one(decay_linear), one(std));
                 for (name, lanes, one) in [
                     ("corr", super::super::corr_panel(&x, &y, d), &corr as &dyn Fn(&[f64], &[f64], usize, &mut [f64])),
                     ("cov", super::super::cov_panel(&x, &y, d), &cov),
@@ -610,6 +615,10 @@ mod tests {
                     ("ts_min", super::super::extreme_panel(&x, d, Extreme::Min), &min),
                     ("ts_argmax", super::super::extreme_panel(&x, d, Extreme::ArgMax), &argmax),
                     ("ts_argmin", super::super::extreme_panel(&x, d, Extreme::ArgMin), &argmin),
+                    ("ts_sum", super::super::sum_panel(&x, d), &sum1),
+                    ("ts_mean", super::super::mean_panel(&x, d), &mean1),
+                    ("decay_linear", super::super::decay_linear_panel(&x, d), &decay1),
+                    ("ts_std", super::super::std_panel(&x, d), &std1),
                 ] {
                     for a in 0..na {
                         let mut want = vec![0.0; nd];
