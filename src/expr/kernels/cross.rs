@@ -285,22 +285,26 @@ pub fn zscore(x: &Panel) -> Panel {
 /// group get NaN.
 pub fn indneutralize(x: &Panel, groups: &Groups) -> Panel {
     let ng = groups.names.len();
+    // Assets without a group count in a last, extra slot whose mean is never used.
+    let ids: Vec<usize> = groups.ids.iter().map(|g| g.map_or(ng, |g| g as usize)).collect();
     per_date(x, |r, o, (sum, cnt): &mut (Vec<f64>, Vec<u32>)| {
         sum.clear();
-        sum.resize(ng, 0.0);
+        sum.resize(ng + 1, 0.0);
         cnt.clear();
-        cnt.resize(ng, 0);
-        for (v, g) in r.iter().zip(&groups.ids) {
-            if let (Some(g), true) = (g, v.is_finite()) {
-                sum[*g as usize] += v;
-                cnt[*g as usize] += 1;
+        cnt.resize(ng + 1, 0);
+        for (v, &g) in r.iter().zip(&ids) {
+            if v.is_finite() {
+                sum[g] += v;
+                cnt[g] += 1;
             }
         }
-        for ((o, v), g) in o.iter_mut().zip(r).zip(&groups.ids) {
-            *o = match g {
-                Some(g) if v.is_finite() => v - sum[*g as usize] / cnt[*g as usize] as f64,
-                _ => f64::NAN,
-            };
+        // Each group's mean once (the same division as per cell, so the same bits).
+        for (s, &c) in sum.iter_mut().zip(cnt.iter()) {
+            *s /= c as f64;
+        }
+        sum[ng] = f64::NAN;
+        for ((o, v), &g) in o.iter_mut().zip(r).zip(&ids) {
+            *o = if v.is_finite() { v - sum[g] } else { f64::NAN };
         }
     })
 }
@@ -320,6 +324,17 @@ mod tests {
         assert_eq!(out[4], 1.0 / 4.0);
         assert!(order_key(-0.0) == order_key(0.0));
         assert!(order_key(-1.0) < order_key(-0.5) && order_key(0.5) < order_key(1.0));
+    }
+
+    #[test]
+    fn indneutralize_demeans_within_groups_and_leaves_the_ungrouped_out() {
+        // One date, five assets: groups 0, 1, 0, none, 1; asset 4 has no value.
+        let x = Panel::from_date_major(1, 5, &[1.0, 10.0, 4.0, 7.0, f64::NAN]);
+        let g = Groups { ids: vec![Some(0), Some(1), Some(0), None, Some(1)], names: vec!["a".into(), "b".into()], source: "test".into() };
+        let out = indneutralize(&x, &g);
+        let got: Vec<f64> = (0..5).map(|a| out.get(0, a)).collect();
+        assert_eq!(&got[..3], &[-1.5, 0.0, 1.5]);
+        assert!(got[3].is_nan() && got[4].is_nan());
     }
 
     #[test]
