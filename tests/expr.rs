@@ -71,8 +71,12 @@ fn arithmetic_and_logic_follow_the_conventions() {
             assert!((s - r.signum() * r * r).abs() < 1e-15);
         }
     }
-    // The fast paths: `x ^ 2` is the rounded square (numpy's `x ** 2`), `x ^ 1` is x, and
-    // `signedpower(x, 2)` the signed square; a general exponent still goes to pow.
+    // The fast paths: `x ^ 2` is the rounded square (numpy's `x ** 2`), `x ^ 1` is x,
+    // `x ^ 0.5` the square root (NaN below zero), and `signedpower(x, 2)` the signed
+    // square; a general exponent still goes to pow.
+    for (v, r) in ev("returns ^ 0.5").as_slice().iter().zip(r.as_slice()) {
+        assert!(same_cell(*v, r.sqrt()) && (*r >= 0.0 || v.is_nan()), "{r} ^ 0.5 = {v}");
+    }
     let (sq, one, r3) = (ev("returns ^ 2"), ev("returns ^ 1"), ev("abs(returns) ^ 3"));
     for (((s, o), c), (r, p)) in sq.as_slice().iter().zip(one.as_slice()).zip(r3.as_slice()).zip(r.as_slice().iter().zip(sp.as_slice())) {
         assert!(same_cell(*s, r * r) && same_cell(*o, *r) && same_cell(*c, r.abs().powf(3.0)));

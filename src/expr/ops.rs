@@ -142,10 +142,12 @@ pub static CATALOGUE: &[OpDef] = &[
     OpDef { name: "pow", aliases: &[], params: SS, kind: Elementwise, doc: "x ^ y: x to the power y; NaN for a negative x with a fractional y", eval: |v, _| {
         let [x, y] = args(v);
         match y {
-            // numpy's own fast paths for `x ** 2` and `x ** 1` (a square is exact to
-            // half an ulp, where libm's pow allows 0.52), at the cost of a multiply.
+            // numpy's own fast paths for `x ** 2`, `x ** 1` and `x ** 0.5` (a square and
+            // a square root are correctly rounded, where libm's pow allows 0.52 ulp), at
+            // the cost of a multiply or a square root.
             Value::Scalar(2.0) => map1(x, |a| a * a),
             Value::Scalar(1.0) => map1(x, |a| a),
+            Value::Scalar(0.5) => map1(x, f64::sqrt),
             y => map2(x, y, f64::powf),
         }
     } },
