@@ -39,11 +39,10 @@ pub fn pearson_finite(x: &[f64], y: &[f64], min: usize) -> f64 {
     pearson_many(x, [y], min)[0]
 }
 
-crate::expr::kernels::feature_dispatch! {
-    "avx2",
+crate::expr::kernels::avx2_dispatch! {
 /// [`pearson_finite`] of `x` with each of `K` series at once: `x` is read and checked once
 /// per pass for all of them. Runs as AVX2 code where the CPU has it
-/// ([`feature_dispatch`](crate::expr::kernels::feature_dispatch)).
+/// ([`avx2_dispatch`](crate::expr::kernels::avx2_dispatch)).
 pub fn pearson_many<const K: usize>(x: &[f64], ys: [&[f64]; K], min: usize) -> [f64; K] {
     let n = ys.iter().map(|y| y.len()).fold(x.len(), usize::min);
     pearson_cells(&x[..n], |i| ys.map(|y| y[i]), min)
@@ -72,8 +71,7 @@ fn cell4(y: &[f64], stride: usize, offset: usize, i: usize) -> [f64; 4] {
     [c[0], c[1], c[2], c[3]]
 }
 
-crate::expr::kernels::feature_dispatch! {
-    "avx2",
+crate::expr::kernels::avx2_dispatch! {
 /// [`pearson4`] without AVX-512.
 fn pearson4_generic(x: &[f64], y: &[f64], stride: usize, offset: usize, min: usize) -> [f64; 4] {
     pearson_cells(x, |i| cell4(y, stride, offset, i), min)

@@ -14,31 +14,31 @@ pub mod rolling;
 
 pub use elementwise::Value;
 
-/// Defines a function whose body is compiled twice, for the baseline CPU and for a CPU
-/// feature (`"avx2"`, `"avx512f"`), and runs the second copy when the CPU has the feature
-/// (checked at run time, so the binary stays portable). For loops that the compiler
-/// vectorises: the operations and their order are the same in both copies, so the
-/// results are identical bit for bit; only the vector width changes. Measured: Pearson at
-/// four horizons 1.5× faster with AVX2 (`ts_rank`'s short count loops gained nothing).
-/// The body must be written inline (or call `#[inline(always)]` functions): a closure or
-/// function value passed in stays baseline code.
-macro_rules! feature_dispatch {
-    ($feat:tt, $(#[$m:meta])* $vis:vis fn $name:ident $(<$(const $g:ident: usize),*>)? ($($a:ident: $t:ty),* $(,)?) $(-> $r:ty)? $body:block) => {
+/// Defines a function whose body is compiled twice, for the baseline CPU and for AVX2, and
+/// runs the AVX2 copy when the CPU has it (checked at run time, so the binary stays
+/// portable). For loops that the compiler vectorises: the operations and their order are
+/// the same in both copies, so the results are identical bit for bit; only the vector
+/// width changes. Measured: Pearson at four horizons 1.5× faster (`ts_rank`'s short count
+/// loops gained nothing, so it stays single-version). The body must be written inline (or
+/// call `#[inline(always)]` functions): a closure or function value passed in would stay
+/// baseline code.
+macro_rules! avx2_dispatch {
+    ($(#[$m:meta])* $vis:vis fn $name:ident $(<$(const $g:ident: usize),*>)? ($($a:ident: $t:ty),* $(,)?) $(-> $r:ty)? $body:block) => {
         $(#[$m])*
         $vis fn $name $(<$(const $g: usize),*>)? ($($a: $t),*) $(-> $r)? {
             #[inline(always)]
             fn body $(<$(const $g: usize),*>)? ($($a: $t),*) $(-> $r)? $body
             #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!($feat) {
-                #[target_feature(enable = $feat)]
-                fn wide $(<$(const $g: usize),*>)? ($($a: $t),*) $(-> $r)? {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                #[target_feature(enable = "avx2")]
+                fn avx2 $(<$(const $g: usize),*>)? ($($a: $t),*) $(-> $r)? {
                     body $(::<$($g),*>)? ($($a),*)
                 }
-                // SAFETY: the CPU supports the feature (checked just above).
-                return unsafe { wide $(::<$($g),*>)? ($($a),*) };
+                // SAFETY: the CPU supports AVX2 (checked just above).
+                return unsafe { avx2 $(::<$($g),*>)? ($($a),*) };
             }
             body $(::<$($g),*>)? ($($a),*)
         }
     };
 }
-pub(crate) use feature_dispatch;
+pub(crate) use avx2_dispatch;
