@@ -367,17 +367,33 @@ impl Scorer {
         let bits = &self.labelled[i * w..(i + 1) * w];
         let labelled = |k: u32| (bits[k as usize / 64] >> (k % 64)) & 1 == 1;
 
-        // One stable sort of the finite signal values serves every metric below. One pass
-        // over it counts the distinct values and the labelled ones; the joint set (finite
-        // signal and label, still sorted by (signal, symbol)) is the sorted row itself
-        // unless some of its stocks have no label (about 1 % of dates).
+        // One stable sort of the finite signal values serves every metric below.
         let all = sc.sort.sort_finite(sig);
         let all_len = all.len();
-        let (mut n, mut uniq) = (0usize, 0usize);
-        for (j, &e) in all.iter().enumerate() {
-            uniq += usize::from(j == 0 || e.0 != all[j - 1].0);
-            n += usize::from(labelled(e.1));
+        let uniq = all_len.min(1) + all.windows(2).filter(|w| w[0].0 != w[1].0).count();
+        if all_len > 0 {
+            day.distinct = Some(uniq as f64 / all_len as f64);
         }
+        let ties = uniq != all_len;
+
+        // Pearson IC at the main horizon and every extra one, four horizons per sweep; not
+        // finite (undefined) is NaN. The first sweep also counts the joint set (finite
+        // signal and main label).
+        let horizons = 1 + self.cfg.ic_horizons.len();
+        let (mut ic, mut n) = (f64::NAN, 0);
+        for c in (0..horizons).step_by(4) {
+            let (r, counts) = pearson4(sig, labels, lanes, c, min);
+            for (k, v) in r.into_iter().enumerate().take(horizons - c) {
+                let v = if v.is_finite() { v } else { f64::NAN };
+                if c + k == 0 {
+                    (ic, n) = (v, counts[0]);
+                } else {
+                    out.ic_extra.push(v);
+                }
+            }
+        }
+        // The joint set, still sorted by (signal, symbol): the sorted row itself unless
+        // some of its stocks have no label (about 1 % of dates).
         let joint: &[(u64, u32)] = if n == all_len {
             all
         } else {
@@ -385,24 +401,6 @@ impl Scorer {
             sc.joint.extend(all.iter().filter(|e| labelled(e.1)));
             &sc.joint
         };
-        if all_len > 0 {
-            day.distinct = Some(uniq as f64 / all_len as f64);
-        }
-
-        // Pearson IC at the main horizon and every extra one, four horizons per sweep; not
-        // finite (undefined) is NaN.
-        let horizons = 1 + self.cfg.ic_horizons.len();
-        let mut ic = f64::NAN;
-        for c in (0..horizons).step_by(4) {
-            let r = pearson4(sig, labels, lanes, c, min).map(|v| if v.is_finite() { v } else { f64::NAN });
-            for (k, v) in r.into_iter().enumerate().take(horizons - c) {
-                if c + k == 0 {
-                    ic = v;
-                } else {
-                    out.ic_extra.push(v);
-                }
-            }
-        }
 
         day.n_joint = n as u32;
         if n < min {
@@ -416,7 +414,6 @@ impl Scorer {
         // 1/2, so every sum below is exact: its terms may be added in any order (split
         // over independent accumulators, or grouped) and give the same bits.
         let mid = (n as f64 + 1.0) / 2.0;
-        let ties = uniq != all_len;
         let (sxy, sxx, syy) = if n as u32 == self.n_labelled[i] {
             // The signal covers every labelled stock: the label's ranks and Σ (rank −
             // mid)² were precomputed for this date. The signal's ranks are walked in

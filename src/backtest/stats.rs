@@ -45,15 +45,16 @@ crate::expr::kernels::avx2_dispatch! {
 /// ([`avx2_dispatch`](crate::expr::kernels::avx2_dispatch)).
 pub fn pearson_many<const K: usize>(x: &[f64], ys: [&[f64]; K], min: usize) -> [f64; K] {
     let n = ys.iter().map(|y| y.len()).fold(x.len(), usize::min);
-    pearson_cells(&x[..n], |i| ys.map(|y| y[i]), min)
+    pearson_cells(&x[..n], |i| ys.map(|y| y[i]), min).0
 }
 }
 
 /// [`pearson_many`] of `x` with four series stored interleaved: cell i's values are
 /// `y[i * stride + offset ..][..4]` (the IC at four horizons of one date). With AVX-512,
 /// two cells' four values are one vector and the lanes keep exactly the generic code's
-/// accumulators, so the results are the same bit for bit.
-pub fn pearson4(x: &[f64], y: &[f64], stride: usize, offset: usize, min: usize) -> [f64; 4] {
+/// accumulators, so the results are the same bit for bit. Also returns each series'
+/// count of cells where both sides are finite.
+pub fn pearson4(x: &[f64], y: &[f64], stride: usize, offset: usize, min: usize) -> ([f64; 4], [usize; 4]) {
     assert!(offset + 4 <= stride && y.len() >= x.len() * stride, "pearson4: bad layout");
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
@@ -73,7 +74,7 @@ fn cell4(y: &[f64], stride: usize, offset: usize, i: usize) -> [f64; 4] {
 
 crate::expr::kernels::avx2_dispatch! {
 /// [`pearson4`] without AVX-512.
-fn pearson4_generic(x: &[f64], y: &[f64], stride: usize, offset: usize, min: usize) -> [f64; 4] {
+fn pearson4_generic(x: &[f64], y: &[f64], stride: usize, offset: usize, min: usize) -> ([f64; 4], [usize; 4]) {
     pearson_cells(x, |i| cell4(y, stride, offset, i), min)
 }
 }
@@ -96,7 +97,7 @@ fn ok(v: f64) -> bool {
 /// accumulators per lane: a cell outside the joint set contributes zeros, and no add waits
 /// on the previous one, so the loops vectorise.
 #[inline(always)]
-fn pearson_cells<const K: usize>(x: &[f64], y: impl Fn(usize) -> [f64; K], min: usize) -> [f64; K] {
+fn pearson_cells<const K: usize>(x: &[f64], y: impl Fn(usize) -> [f64; K], min: usize) -> ([f64; K], [usize; K]) {
     let n_cells = x.len();
     let full = n_cells / L * L;
     let (mut n, mut sx, mut sy) = ([[0.0f64; L]; K], [[0.0f64; L]; K], [[0.0f64; L]; K]);
@@ -152,7 +153,7 @@ fn pearson_cells<const K: usize>(x: &[f64], y: impl Fn(usize) -> [f64; K], min: 
 
 /// From the first pass's sums (count, Σx, Σy per series and lane): the means, the second
 /// pass (`pass2(mx, my)` returns Σ(x−mx)(y−my), Σ(x−mx)², Σ(y−my)²) unless no series has
-/// enough cells, and the correlations.
+/// enough cells, and the correlations with their counts of cells.
 #[inline(always)]
 fn finish<const K: usize>(
     x: &[f64],
@@ -160,7 +161,7 @@ fn finish<const K: usize>(
     min: usize,
     (n, sx, sy): (Acc<K>, Acc<K>, Acc<K>),
     pass2: impl FnOnce([f64; K], [f64; K]) -> (Acc<K>, Acc<K>, Acc<K>),
-) -> [f64; K] {
+) -> ([f64; K], [usize; K]) {
     let sum = |v: [f64; L]| v.iter().sum::<f64>();
     let mut out = [f64::NAN; K];
     let (mut count, mut mx, mut my) = ([0.0; K], [0.0; K], [0.0; K]);
@@ -169,8 +170,10 @@ fn finish<const K: usize>(
         mx[k] = sum(sx[k]) / count[k];
         my[k] = sum(sy[k]) / count[k];
     }
+    // Sums of ones: exact.
+    let cells = count.map(|c| c as usize);
     if count.iter().all(|&c| c < min.max(2) as f64) {
-        return out;
+        return (out, cells);
     }
     let (cxy, cxx, cyy) = pass2(mx, my);
     for k in 0..K {
@@ -188,7 +191,7 @@ fn finish<const K: usize>(
         }
         out[k] = (cxy / (cxx.sqrt() * cyy.sqrt())).clamp(-1.0, 1.0);
     }
-    out
+    (out, cells)
 }
 
 /// [`pearson4`]'s two passes on AVX-512: lane `4l + k` of each accumulator is the generic
@@ -304,7 +307,13 @@ mod tests {
         assert!(many[3].is_nan());
         // The same four series interleaved (and one padding column) give the same results.
         let inter: Vec<f64> = (0..97).flat_map(|i| [f64::NAN, cols[0][i], cols[1][i], cols[2][i], c[i]]).collect();
-        assert_eq!(pearson4(&x, &inter, 5, 1, 20).map(f64::to_bits), many.map(f64::to_bits));
-        assert_eq!(pearson4_generic(&x, &inter, 5, 1, 20).map(f64::to_bits), many.map(f64::to_bits));
+        let counts: [usize; 4] = std::array::from_fn(|k| {
+            let col = if k < 3 { &cols[k][..] } else { &c[..] };
+            (0..97).filter(|&i| x[i].is_finite() && col[i].is_finite()).count()
+        });
+        for (r, n) in [pearson4(&x, &inter, 5, 1, 20), pearson4_generic(&x, &inter, 5, 1, 20)] {
+            assert_eq!(r.map(f64::to_bits), many.map(f64::to_bits));
+            assert_eq!(n, counts);
+        }
     }
 }
