@@ -110,7 +110,7 @@ impl Panel {
     /// Date-major copy (`out[date * n_assets + asset]`) of dates `from..to`.
     pub fn to_date_major(&self, from: usize, to: usize, out: &mut Vec<f64>) {
         let nd = to - from;
-        out.clear();
+        // Not cleared first: the transpose writes every cell.
         out.resize(nd * self.n_assets, f64::NAN);
         // Asset a's dates start at a * n_dates + from: a rows × cols transpose with a
         // source row stride of n_dates.
