@@ -31,9 +31,9 @@ struct Sums {
 }
 
 /// Runs a window kernel over every asset of `K` input panels: groups of eight assets go
-/// to `eight(interleaved inputs, each input's eight series, interleaved output)` (which must write
-/// every output cell), where `x[t * W + l]` is the group's asset l on day t; the remaining assets go
-/// one by one to `one(series, output)`.
+/// to `eight(interleaved inputs, each input's eight series, interleaved output)`, which
+/// must write every output cell, where `x[t * W + l]` is the group's asset l on day t; the
+/// remaining assets go one by one to `one(series, output)`.
 fn grouped<const K: usize>(
     inputs: [&Panel; K],
     one: impl Fn([&[f64]; K], &mut [f64]) + Sync,
