@@ -81,7 +81,9 @@ pub fn run(args: EvalArgs, cfg: &Config) -> Result<i32> {
         cost_bps: args.cost_bps.or(cfg.cost_bps).unwrap_or(5.0),
         ..MetricsConfig::default()
     };
+    let t0 = std::time::Instant::now();
     let prep = prepare(&data, &args.period, &splits, mcfg)?;
+    tracing::debug!("labels and their ranks for {} dates in {:.2?}", prep.data.n_dates(), t0.elapsed());
 
     if let Some(py) = &args.python {
         return eval_python(py, &args, &prep, &splits);

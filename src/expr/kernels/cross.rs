@@ -243,6 +243,42 @@ pub fn average_ranks(sorted: &[(u64, u32)], mut f: impl FnMut(u32, f64)) {
 /// Percentile rank in (0, 1], ties averaged, NaN ignored (pandas `rank(pct=True)`).
 pub fn rank_row(row: &[f64], out: &mut [f64], buf: &mut SortBuf) {
     out.fill(f64::NAN);
+    if row.len() <= super::netsort::MAX && super::netsort::available() {
+        let (keys, same) = buf.packed.sort_keys(row);
+        let n = keys.len() as f64;
+        // Where the prefixes ascend strictly, the order is the values' and position p has
+        // rank p + 1 ...
+        for (p, &k) in keys.iter().enumerate() {
+            out[super::netsort::index(k) as usize] = (p + 1) as f64 / n;
+        }
+        // ... and each run of equal prefixes (in index order) is sorted by its full values
+        // and ranked again, ties averaged: the same bits as the walk below.
+        let at = same.iter().enumerate().flat_map(|(w, &b)| BitIter(b).map(move |k| 64 * w + k));
+        let run = &mut buf.tmp;
+        let mut end = 0;
+        for p in at {
+            if p < end {
+                continue;
+            }
+            let start = p - 1;
+            end = p + 1;
+            while end < keys.len() && (keys[end] ^ keys[start]) >> super::netsort::INDEX_BITS == 0 {
+                end += 1;
+            }
+            run.clear();
+            run.extend(keys[start..end].iter().map(|&k| super::netsort::index(k)).map(|i| (order_key(row[i as usize]), i)));
+            if !run.is_sorted() {
+                run.sort_unstable();
+            }
+            tie_runs(run.len(), |j| run[j].0 == run[j - 1].0, |i, j, _| {
+                let r = (start + i + 1 + start + j) as f64 / 2.0;
+                for &(_, k) in &run[i..j] {
+                    out[k as usize] = r / n;
+                }
+            });
+        }
+        return;
+    }
     let sorted = buf.sort_finite(row);
     let n = sorted.len() as f64;
     average_ranks(sorted, |i, r| out[i as usize] = r / n);
@@ -338,7 +374,7 @@ mod tests {
     }
 
     #[test]
-    fn sort_finite_equals_a_comparison_sort() {
+    fn sort_finite_and_rank_row_equal_a_comparison_sort() {
         let mut s = 12345u64;
         let mut rnd = || {
             s ^= s << 13;
@@ -374,6 +410,13 @@ mod tests {
                     assert_eq!(buf.sort_finite_by(x, net), want(x), "{what} values, n = {n}, network = {net}");
                 }
                 assert_eq!(buf.sort_finite(x), want(x), "{what} values, n = {n}");
+                // rank_row, which takes its own route from the network's keys, gives the
+                // average ranks of the reference order, bit for bit.
+                let (w, mut got) = (want(x), vec![0.0; n]);
+                let mut ranks = vec![f64::NAN; n];
+                average_ranks(&w, |i, r| ranks[i as usize] = r / w.len() as f64);
+                rank_row(x, &mut got, &mut buf);
+                assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), ranks.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "rank of {what} values, n = {n}");
             }
         }
     }

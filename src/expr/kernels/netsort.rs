@@ -18,7 +18,7 @@
 pub const MAX: usize = 512;
 
 /// Bits of the index in a packed key.
-const INDEX_BITS: u32 = 9;
+pub const INDEX_BITS: u32 = 9;
 const _: () = assert!(MAX == 1 << INDEX_BITS);
 
 /// Whether the network runs on this CPU (it needs AVX-512F; checked once and cached by std).
@@ -38,31 +38,63 @@ pub fn available() -> bool {
 pub struct Packed {
     /// Full order keys with the index in the low 9 bits (the first pass).
     wide: Vec<u64>,
-    /// The packed 32-bit keys, then sorted.
+    /// The packed 32-bit keys, then sorted (the finite values' only).
     keys: Vec<u32>,
 }
 
 impl Packed {
+    /// Packs the finite values of `row` (at most [`MAX`]) and sorts them: returns the
+    /// packed keys ascending, those with equal prefixes (the bits above the index) in
+    /// index order, and a bitset of the positions whose prefix equals the one before
+    /// (where the values' order and ties are still to be settled from the full values).
+    /// Only where [`available`].
+    pub fn sort_keys(&mut self, row: &[f64]) -> (&[u32], [u64; MAX / 64]) {
+        self.pack_sort(row);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX-512F (checked by pack_sort).
+        let same = unsafe { avx512::same_prefix(&self.keys) };
+        #[cfg(not(target_arch = "x86_64"))]
+        let same = unreachable!("available() is false here");
+        (&self.keys, same)
+    }
+
     /// Packs the finite values of `row` (at most [`MAX`]), sorts them and writes their
     /// (order key, index) pairs to `out` in that order: ascending up to keys equal in
     /// their packed bits, which stay in index order. Returns a bitset of the positions
     /// whose key is below the one before (where the caller must finish the sort). Only
     /// where [`available`].
     pub fn sort(&mut self, row: &[f64], out: &mut Vec<(u64, u32)>) -> [u64; MAX / 64] {
+        self.pack_sort(row);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX-512F (checked by pack_sort); the packed indices come
+        // from `row`.
+        unsafe {
+            avx512::unpack(&self.keys, row, out)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("available() is false here")
+    }
+
+    /// Leaves the sorted packed keys of the finite values of `row` in `self.keys`.
+    fn pack_sort(&mut self, row: &[f64]) {
         assert!(row.len() <= MAX && available(), "netsort: bad call");
         self.wide.resize(row.len() + 8, 0);
         self.keys.resize(row.len() + 16, 0);
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX-512F, the row fits and both buffers have the room the
-        // kernels need (all checked above); the packed indices come from `row`.
+        // kernels need (all checked above).
         unsafe {
             let n = avx512::pack_finite(row, &mut self.wide, &mut self.keys);
-            avx512::sort(&mut self.keys[..n]);
-            avx512::unpack(&self.keys[..n], row, out)
+            self.keys.truncate(n);
+            avx512::sort(&mut self.keys);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("available() is false here")
     }
+}
+
+/// The index (position in the row) of a packed key.
+#[inline]
+pub fn index(key: u32) -> u32 {
+    key & (MAX as u32 - 1)
 }
 
 // The kernel writes each (u64, u32) pair as two u64 lanes: key, then index (the upper half
@@ -416,6 +448,34 @@ mod avx512 {
         // SAFETY: the loop wrote all n pairs (both lanes of each).
         unsafe { out.set_len(n) };
         steps
+    }
+
+    /// The bitset of the positions p ≥ 1 of `keys` whose prefix (the bits above the
+    /// index) equals that of p − 1.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and `keys.len()` must be at most 512.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn same_prefix(keys: &[u32]) -> [u64; 8] {
+        let n = keys.len();
+        let ptr = keys.as_ptr() as *const i32;
+        let mut out = [0u64; 8];
+        let mut prev = _mm512_setzero_si512();
+        for q in 0..n.div_ceil(16) {
+            let lanes = ((1u32 << (n - 16 * q).min(16)) - 1) as __mmask16;
+            // SAFETY: only the lanes inside `keys` are read.
+            let k = unsafe { _mm512_maskz_loadu_epi32(lanes, ptr.add(16 * q)) };
+            // Each key against the one before it: [previous register's last, this one's 0..14].
+            let before = _mm512_alignr_epi32::<15>(k, prev);
+            let differ = _mm512_srli_epi32::<{ INDEX_BITS }>(_mm512_xor_si512(k, before));
+            let mut same = _mm512_mask_cmpeq_epi32_mask(lanes, differ, _mm512_setzero_si512());
+            if q == 0 {
+                same &= !1;
+            }
+            out[q / 4] |= u64::from(same) << (16 * (q % 4));
+            prev = k;
+        }
+        out
     }
 
     /// Sorts `v` (at most 512 keys) ascending.
