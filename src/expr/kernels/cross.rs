@@ -69,6 +69,8 @@ pub struct SortBuf {
     tmp: Vec<(u64, u32)>,
     /// Buffers of the network sort.
     packed: super::netsort::Packed,
+    /// `(p + 1) / n` for p in 0..n, the untied percentile ranks of the last count n.
+    pct: Vec<f64>,
 }
 
 impl SortBuf {
@@ -247,9 +249,14 @@ pub fn rank_row(row: &[f64], out: &mut [f64], buf: &mut SortBuf) {
         let (keys, same) = buf.packed.sort_keys(row);
         let n = keys.len() as f64;
         // Where the prefixes ascend strictly, the order is the values' and position p has
-        // rank p + 1 ...
-        for (p, &k) in keys.iter().enumerate() {
-            out[super::netsort::index(k) as usize] = (p + 1) as f64 / n;
+        // rank p + 1 ... (the table of (p + 1) / n is kept from row to row: the count
+        // rarely changes, and a division per value was half of this function's time).
+        if buf.pct.len() != keys.len() {
+            buf.pct.clear();
+            buf.pct.extend((1..=keys.len()).map(|r| r as f64 / n));
+        }
+        for (&k, &r) in keys.iter().zip(&buf.pct) {
+            out[super::netsort::index(k) as usize] = r;
         }
         // ... and each run of equal prefixes (in index order) is sorted by its full values
         // and ranked again, ties averaged: the same bits as the walk below.
