@@ -198,9 +198,9 @@ fn finish<const K: usize>(
 }
 
 /// [`pearson4`]'s two passes on AVX-512, in two accumulators of two cells each: lane
-/// `4c + k` of accumulator h is the generic code's `[k][2h + c]`, updated by the same operations in the same order (a masked-off lane
-/// keeps its value where the generic code adds +0.0 to a sum that started at +0.0 and so
-/// is never −0.0: the same value).
+/// `4c + k` of accumulator h is the generic code's `[k][2h + c]`, updated by the same
+/// operations in the same order (a masked-off lane keeps its value where the generic code
+/// adds +0.0 to a sum that started at +0.0 and so is never −0.0: the same value).
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::Acc;
