@@ -283,3 +283,32 @@ fn lane_kernels_equal_the_one_asset_kernels_on_real_data() {
         }
     }
 }
+
+/// The cross-sectional rank of real panels, every date, against average ranks counted the
+/// naive way, bit for bit: prices (nearly all distinct), returns (exact ties at zero and
+/// between equal price moves) and a five-day time-series rank (a handful of values, so
+/// nearly every value sits in a run of ties).
+#[test]
+fn cross_sectional_rank_of_real_panels_matches_naive_average_ranks() {
+    use alphaloop::expr::{eval_expr, NoAlphas};
+    let d = common::sample();
+    for expr in ["close", "returns", "ts_rank(volume, 5)"] {
+        let x = eval_expr(expr, d, &NoAlphas).expect("evaluates");
+        let r = eval_expr(&format!("rank({expr})"), d, &NoAlphas).expect("evaluates");
+        for t in 0..d.n_dates() {
+            let row: Vec<f64> = (0..d.n_assets()).map(|a| x.get(t, a)).collect();
+            let finite: Vec<f64> = row.iter().copied().filter(|v| v.is_finite()).collect();
+            for (a, v) in row.iter().enumerate() {
+                let got = r.get(t, a);
+                if !v.is_finite() {
+                    assert!(got.is_nan(), "{expr}: date {t}, asset {a}");
+                    continue;
+                }
+                let lt = finite.iter().filter(|u| **u < *v).count() as f64;
+                let eq = finite.iter().filter(|u| **u == *v).count() as f64;
+                let want = (lt + (eq + 1.0) / 2.0) / finite.len() as f64;
+                assert_eq!(got.to_bits(), want.to_bits(), "{expr}: date {t}, asset {a}: {got} vs {want}");
+            }
+        }
+    }
+}
