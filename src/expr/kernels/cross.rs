@@ -296,14 +296,36 @@ pub fn rank(x: &Panel) -> Panel {
     per_date(x, rank_row)
 }
 
+/// Dates per task of the kernels that only sum across stocks ([`scale`],
+/// [`indneutralize`]): their per-date sums for a chunk stay in L1/L2 while every asset's
+/// slice of the chunk is added in.
+const DATE_CHUNK: usize = 512;
+
 /// `x / sum(|x|)` per date (finite values only); NaN when the sum is zero.
+///
+/// Straight from the asset-major panel, no transposes: each date's sum is accumulated
+/// asset by asset in asset order (the order of a per-date walk, so the same bits), eight
+/// dates per vector instead of one serial chain of adds per date.
 pub fn scale(x: &Panel) -> Panel {
-    per_date(x, |r, o, _: &mut ()| {
-        let s: f64 = r.iter().filter(|v| v.is_finite()).map(|v| v.abs()).sum();
-        for (o, v) in o.iter_mut().zip(r) {
-            *o = if s > 0.0 && v.is_finite() { v / s } else { f64::NAN };
+    let (nd, na) = (x.n_dates(), x.n_assets());
+    let mut sums = vec![-0.0f64; nd];
+    sums.par_chunks_mut(DATE_CHUNK).enumerate().for_each(|(c, s)| {
+        let t0 = c * DATE_CHUNK;
+        for a in 0..na {
+            // Adding +0 for a non-finite value leaves a sum unchanged, except that −0
+            // becomes +0: either way not > 0 below.
+            for (acc, v) in s.iter_mut().zip(&x.series(a)[t0..]) {
+                *acc += if v.is_finite() { v.abs() } else { 0.0 };
+            }
         }
-    })
+    });
+    let mut out = Panel::scratch(nd, na);
+    out.par_series_mut().zip(x.as_slice().par_chunks(nd.max(1))).for_each(|(o, r)| {
+        for ((o, v), s) in o.iter_mut().zip(r).zip(&sums) {
+            *o = if *s > 0.0 && v.is_finite() { v / s } else { f64::NAN };
+        }
+    });
+    out
 }
 
 /// `(x − mean) / std` across stocks per date (finite values, std with ddof = 1); NaN when
@@ -326,30 +348,45 @@ pub fn zscore(x: &Panel) -> Panel {
 
 /// `x` minus its same-date mean within each group (finite values only). Assets without a
 /// group get NaN.
+///
+/// Like [`scale`], from the asset-major panel: each group's per-date sums and counts
+/// accumulate asset by asset in asset order (the same adds as a per-date walk, so the
+/// same bits), eight dates per vector instead of one chain through memory per group.
 pub fn indneutralize(x: &Panel, groups: &Groups) -> Panel {
+    let (nd, na) = (x.n_dates(), x.n_assets());
     let ng = groups.names.len();
     // Assets without a group count in a last, extra slot whose mean is never used.
     let ids: Vec<usize> = groups.ids.iter().map(|g| g.map_or(ng, |g| g as usize)).collect();
-    per_date(x, |r, o, (sum, cnt): &mut (Vec<f64>, Vec<u32>)| {
-        sum.clear();
-        sum.resize(ng + 1, 0.0);
+    // Each date chunk's means, group by group: means[c][g][t - t0].
+    let per_chunk = (ng + 1) * DATE_CHUNK;
+    let mut means = vec![0.0f64; nd.div_ceil(DATE_CHUNK) * per_chunk];
+    means.par_chunks_mut(per_chunk).enumerate().for_each_init(Vec::new, |cnt: &mut Vec<u32>, (c, m)| {
+        let (t0, len) = (c * DATE_CHUNK, DATE_CHUNK.min(nd - c * DATE_CHUNK));
         cnt.clear();
-        cnt.resize(ng + 1, 0);
-        for (v, &g) in r.iter().zip(&ids) {
-            if v.is_finite() {
-                sum[g] += v;
-                cnt[g] += 1;
+        cnt.resize(per_chunk, 0);
+        for (a, &g) in ids.iter().enumerate() {
+            let (sum, n) = (&mut m[g * DATE_CHUNK..g * DATE_CHUNK + len], &mut cnt[g * DATE_CHUNK..g * DATE_CHUNK + len]);
+            // Adding +0 for a non-finite value leaves the sum (which starts at +0 and so
+            // is never −0) unchanged.
+            for ((s, n), v) in sum.iter_mut().zip(n.iter_mut()).zip(&x.series(a)[t0..t0 + len]) {
+                *s += if v.is_finite() { *v } else { 0.0 };
+                *n += u32::from(v.is_finite());
             }
         }
-        // Each group's mean once (the same division as per cell, so the same bits).
-        for (s, &c) in sum.iter_mut().zip(cnt.iter()) {
-            *s /= c as f64;
+        for (s, &n) in m.iter_mut().zip(cnt.iter()) {
+            *s /= n as f64;
         }
-        sum[ng] = f64::NAN;
-        for ((o, v), &g) in o.iter_mut().zip(r).zip(&ids) {
-            *o = if v.is_finite() { v - sum[g] } else { f64::NAN };
+    });
+    let mut out = Panel::scratch(nd, na);
+    out.par_series_mut().zip(x.as_slice().par_chunks(nd.max(1))).zip(&ids).for_each(|((o, r), &g)| {
+        for (c, (o, r)) in o.chunks_mut(DATE_CHUNK).zip(r.chunks(DATE_CHUNK)).enumerate() {
+            let m = &means[c * per_chunk + g * DATE_CHUNK..];
+            for ((o, v), m) in o.iter_mut().zip(r).zip(m) {
+                *o = if v.is_finite() && g < ng { v - m } else { f64::NAN };
+            }
         }
-    })
+    });
+    out
 }
 
 #[cfg(test)]
@@ -367,6 +404,56 @@ mod tests {
         assert_eq!(out[4], 1.0 / 4.0);
         assert!(order_key(-0.0) == order_key(0.0));
         assert!(order_key(-1.0) < order_key(-0.5) && order_key(0.5) < order_key(1.0));
+    }
+
+    /// `scale` and `indneutralize`, which sum straight from the asset-major panel, against
+    /// per-date walks (the plain definitions), bit for bit: across two date chunks, with
+    /// NaN, infinities, signed zeros, all-missing dates and assets without a group.
+    #[test]
+    fn asset_major_sums_equal_per_date_walks() {
+        let (nd, na) = (DATE_CHUNK + 77, 37);
+        let mut s = 5u64;
+        let mut rnd = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let cells: Vec<f64> = (0..nd * na)
+            .map(|i| match rnd() % 23 {
+                _ if i / na == 3 => f64::NAN,
+                0 => f64::NAN,
+                1 => f64::INFINITY,
+                2 => -0.0,
+                3 => 0.0,
+                r => (r as f64 - 11.5) * (rnd() % 1000) as f64 / 7.0,
+            })
+            .collect();
+        let x = Panel::from_date_major(nd, na, &cells);
+        let groups = Groups { ids: (0..na).map(|a| (a % 5 != 4).then_some((a % 3) as u32)).collect(), names: vec!["a".into(), "b".into(), "c".into()], source: "test".into() };
+        let (sc, neu) = (scale(&x), indneutralize(&x, &groups));
+        for t in 0..nd {
+            let row = &cells[t * na..(t + 1) * na];
+            let sum: f64 = row.iter().filter(|v| v.is_finite()).map(|v| v.abs()).sum();
+            let mut gsum = [0.0f64; 3];
+            let mut gcnt = [0u32; 3];
+            for (a, v) in row.iter().enumerate() {
+                if let (Some(g), true) = (groups.ids[a], v.is_finite()) {
+                    gsum[g as usize] += v;
+                    gcnt[g as usize] += 1;
+                }
+            }
+            for (a, v) in row.iter().enumerate() {
+                let want = if sum > 0.0 && v.is_finite() { v / sum } else { f64::NAN };
+                assert_eq!(sc.get(t, a).to_bits(), want.to_bits(), "scale, date {t}, asset {a}");
+                let want = match groups.ids[a] {
+                    Some(g) if v.is_finite() => v - gsum[g as usize] / gcnt[g as usize] as f64,
+                    _ => f64::NAN,
+                };
+                assert_eq!(neu.get(t, a).to_bits(), want.to_bits(), "indneutralize, date {t}, asset {a}");
+            }
+        }
+        assert!((0..na).any(|a| sc.get(5, a).is_finite() && neu.get(5, a).is_finite()));
     }
 
     #[test]
