@@ -272,6 +272,19 @@ pub fn rank_row(row: &[f64], out: &mut [f64], buf: &mut SortBuf) {
             while end < keys.len() && (keys[end] ^ keys[start]) >> super::netsort::INDEX_BITS == 0 {
                 end += 1;
             }
+            if end - start == 2 {
+                // Three runs in four are two values (measured): written as ranked above
+                // when ascending, swapped, or tied (the walk's values, same bits).
+                let (i0, i1) = (super::netsort::index(keys[start]) as usize, super::netsort::index(keys[start + 1]) as usize);
+                let (k0, k1) = (order_key(row[i0]), order_key(row[i1]));
+                if k0 == k1 {
+                    let r = (2 * start + 3) as f64 / 2.0;
+                    (out[i0], out[i1]) = (r / n, r / n);
+                } else if k0 > k1 {
+                    (out[i0], out[i1]) = (buf.pct[start + 1], buf.pct[start]);
+                }
+                continue;
+            }
             run.clear();
             run.extend(keys[start..end].iter().map(|&k| super::netsort::index(k)).map(|i| (order_key(row[i as usize]), i)));
             if !run.is_sorted() {
@@ -498,8 +511,20 @@ mod tests {
             let ulps: Vec<f64> = (0..n).map(|_| f64::from_bits(1.0f64.to_bits() + rnd() % 700)).collect();
             // Concentrated values with a few outliers force the full fallback.
             let c: Vec<f64> = (0..n).map(|i| if i % 50 == 0 { -1e9 } else { 1.0 + (i % 97) as f64 * 1e-12 }).collect();
+            // Pairs of values an ulp apart (or equal) in either index order, the pairs far
+            // apart: runs of two equal packed prefixes, ascending, descending and tied.
+            let pairs: Vec<f64> = (0..n)
+                .map(|i| {
+                    let v = 1000.0 * (i / 2) as f64 + 1.0;
+                    match (i % 2, rnd() % 3) {
+                        (0, _) | (_, 0) => v,
+                        (_, 1) => f64::from_bits(v.to_bits() + 1),
+                        _ => f64::from_bits(v.to_bits() - 1),
+                    }
+                })
+                .collect();
             let network = n <= super::super::netsort::MAX && super::super::netsort::available();
-            for (what, x) in [("mixed", &row), ("close", &close), ("ulps", &ulps), ("concentrated", &c)] {
+            for (what, x) in [("mixed", &row), ("close", &close), ("ulps", &ulps), ("concentrated", &c), ("pairs", &pairs)] {
                 for net in [false, true].into_iter().filter(|&b| !b || network) {
                     assert_eq!(buf.sort_finite_by(x, net), want(x), "{what} values, n = {n}, network = {net}");
                 }
