@@ -392,10 +392,14 @@ pub fn indneutralize(x: &Panel, groups: &Groups) -> Panel {
     });
     let mut out = Panel::scratch(nd, na);
     out.par_series_mut().zip(x.as_slice().par_chunks(nd.max(1))).zip(&ids).for_each(|((o, r), &g)| {
+        if g == ng {
+            o.fill(f64::NAN);
+            return;
+        }
         for (c, (o, r)) in o.chunks_mut(DATE_CHUNK).zip(r.chunks(DATE_CHUNK)).enumerate() {
             let m = &means[c * per_chunk + g * DATE_CHUNK..];
             for ((o, v), m) in o.iter_mut().zip(r).zip(m) {
-                *o = if v.is_finite() && g < ng { v - m } else { f64::NAN };
+                *o = if v.is_finite() { v - m } else { f64::NAN };
             }
         }
     });

@@ -203,13 +203,12 @@ fn ts_rank8(x: &[f64], d: usize, out: &mut [f64]) {
         // SAFETY: the CPU supports AVX-512F (checked just above).
         return unsafe { ts_rank8_avx512(x, d, out) };
     }
-    ts_rank8_walk(x, d, out, ranks)
+    ts_rank8_walk(x, d, out)
 }
 
-/// The walk of `ts_rank8`: the days with a full window, NaN where it holds a non-finite
-/// value; `ranks(window rows, today's values, d)` gives each lane's rank of today's value.
-#[inline(always)]
-fn ts_rank8_walk(x: &[f64], d: usize, out: &mut [f64], ranks: impl Fn(&[f64], [f64; W], f64) -> [f64; W]) {
+/// The portable walk of `ts_rank8`: the days with a full window, NaN where it holds a
+/// non-finite value, each lane's rank of today's value from [`ranks`].
+fn ts_rank8_walk(x: &[f64], d: usize, out: &mut [f64]) {
     let n = x.len() / W;
     let mut nbad = [0u32; W];
     let dn = d as f64;
@@ -713,7 +712,7 @@ mod tests {
             let (mut fast, mut slow) = (vec![0.0; 64 * 8], vec![1.0; 64 * 8]);
             // SAFETY: the CPU has AVX-512F (checked above).
             unsafe { super::ts_rank8_avx512(&x, d, &mut fast) };
-            super::ts_rank8_walk(&x, d, &mut slow, super::ranks);
+            super::ts_rank8_walk(&x, d, &mut slow);
             assert_eq!(fast.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), slow.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "d = {d}");
             assert!(!(1..=7).contains(&d) || fast.iter().any(|v| v.is_finite()), "d = {d}: some ranks");
         }
