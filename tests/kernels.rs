@@ -312,3 +312,37 @@ fn cross_sectional_rank_of_real_panels_matches_naive_average_ranks() {
         }
     }
 }
+
+/// `scale` and `indneutralize` (which sum across stocks straight from the asset-major
+/// panel) on real panels, every date, against the per-date definitions, bit for bit:
+/// returns (signs and exact zeros) and volume, by the GICS sectors shipped with the data.
+#[test]
+fn scale_and_indneutralize_of_real_panels_match_per_date_sums() {
+    use alphaloop::expr::{eval_expr, NoAlphas};
+    let d = common::sample();
+    let groups = d.groups.as_ref().expect("the sample has sectors");
+    for expr in ["returns", "volume"] {
+        let x = eval_expr(expr, d, &NoAlphas).expect("evaluates");
+        let sc = eval_expr(&format!("scale({expr})"), d, &NoAlphas).expect("evaluates");
+        let neu = eval_expr(&format!("indneutralize({expr}, IndClass.sector)"), d, &NoAlphas).expect("evaluates");
+        let mut grouped = 0;
+        for t in 0..d.n_dates() {
+            let row: Vec<f64> = (0..d.n_assets()).map(|a| x.get(t, a)).collect();
+            let sum: f64 = row.iter().filter(|v| v.is_finite()).map(|v| v.abs()).sum();
+            let in_group = |a: usize| {
+                let g = groups.ids[a];
+                let vals = (0..d.n_assets()).filter(|&b| g.is_some() && groups.ids[b] == g && row[b].is_finite()).map(|b| row[b]);
+                let (s, n) = vals.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+                s / n as f64
+            };
+            for (a, v) in row.iter().enumerate() {
+                let want = if sum > 0.0 && v.is_finite() { v / sum } else { f64::NAN };
+                assert_eq!(sc.get(t, a).to_bits(), want.to_bits(), "scale({expr}): date {t}, asset {a}");
+                let want = if groups.ids[a].is_some() && v.is_finite() { v - in_group(a) } else { f64::NAN };
+                assert_eq!(neu.get(t, a).to_bits(), want.to_bits(), "indneutralize({expr}): date {t}, asset {a}");
+                grouped += usize::from(want.is_finite());
+            }
+        }
+        assert!(grouped > d.n_dates() * d.n_assets() / 2, "{expr}: most cells demeaned");
+    }
+}
