@@ -263,11 +263,14 @@ impl Scorer {
                     s.to_date_major(t0, t1, r);
                 }
                 let mut out: Vec<Days> = signals.iter().map(|_| Days::with_capacity(t1 - t0)).collect();
-                for j in 0..t1 - t0 {
-                    for (o, r) in out.iter_mut().zip(&rows) {
-                        self.day(t0 - self.start + j, &r[j * na..(j + 1) * na], sc, min, o);
+                // Compiled for AVX-512 where the CPU has it (`day` is inlined here).
+                crate::data::with_avx512(|| {
+                    for j in 0..t1 - t0 {
+                        for (o, r) in out.iter_mut().zip(&rows) {
+                            self.day(t0 - self.start + j, &r[j * na..(j + 1) * na], sc, min, o);
+                        }
                     }
-                }
+                });
                 sc.rows = rows;
                 out
             })
@@ -279,10 +282,11 @@ impl Scorer {
             }
         }
         // One signal's book is a walk in date order; the signals of a group walk in parallel.
-        days.par_iter().map(|d| self.summarise(d)).collect()
+        days.par_iter().map(|d| crate::data::with_avx512(|| self.summarise(d))).collect()
     }
 
     /// The metrics of a signal from its scored dates, in date order.
+    #[inline(always)]
     fn summarise(&self, all: &Days) -> Metrics {
         let na = self.n_assets;
         let days = &all.days;
@@ -351,6 +355,7 @@ impl Scorer {
     }
 
     /// Scores one date of one signal: appends it to `out`.
+    #[inline(always)]
     fn day(&self, i: usize, sig: &[f64], sc: &mut Scratch, min: usize, out: &mut Days) {
         let na = self.n_assets;
         let row = i * na..(i + 1) * na;
