@@ -3,15 +3,13 @@
 //! Nodes run root by root, children first, the roots in an order chosen to keep few
 //! panels alive ([`schedule`]). Each node's value is kept only while a later node still
 //! needs it; the last consumer receives the buffer itself, so element-wise
-//! kernels overwrite it in place instead of allocating, and an element-wise result whose
-//! one consumer is element-wise too is not materialised at all (computed run by run where
-//! it is read; its time shows under that consumer in the `--log debug` profile). Results are handed to a callback
+//! kernels overwrite it in place instead of allocating. Results are handed to a callback
 //! as soon as they are ready and then dropped, which keeps the peak memory of a
 //! 101-alpha batch to a few dozen panels.
 
 use super::compile::{Graph, Node, NodeId};
 use super::kernels::Value;
-use super::ops::{Kind, OpCtx};
+use super::ops::OpCtx;
 use crate::data::{MarketData, Panel};
 use std::sync::Arc;
 
@@ -33,15 +31,10 @@ pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, mut on_root:
             stack.extend(args.iter().copied());
         }
     }
-    // Uses by element-wise operators too: a node whose one use is by such an operator may
-    // stay unmaterialised until that operator reads it (chains of element-wise maps make
-    // one pass, see `Lazy`).
-    let mut ew_uses = vec![0usize; n];
     for id in 0..n {
-        if let (true, Node::Op { op, args, .. }) = (needed[id], &graph.nodes[id]) {
+        if let (true, Node::Op { args, .. }) = (needed[id], &graph.nodes[id]) {
             for a in args {
                 uses[*a] += 1;
-                ew_uses[*a] += usize::from(op.kind == Kind::Elementwise);
             }
         }
     }
@@ -74,8 +67,7 @@ pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, mut on_root:
                         }
                     })
                     .collect();
-                let lazy = uses[id] == 1 && ew_uses[id] == 1;
-                let ctx = OpCtx { n_dates: nd, n_assets: na, windows, groups: data.groups.as_ref(), lazy };
+                let ctx = OpCtx { n_dates: nd, n_assets: na, windows, groups: data.groups.as_ref() };
                 let t0 = profile.then(std::time::Instant::now);
                 let v = (op.eval)(inputs, &ctx);
                 if let Some(t0) = t0 {
