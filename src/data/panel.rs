@@ -424,6 +424,38 @@ mod avx512 {
 mod tests {
     use super::*;
 
+    /// What `with_avx512` promises: the same bits as the baseline build for the float
+    /// patterns the kernels use (products added to sums, divisions, square roots, running
+    /// sums in order, min/max with NaN). Fails if a compiler setting ever lets the wider
+    /// code fuse a multiply and an add or reorder a sum.
+    #[test]
+    fn avx512_compiled_loops_give_the_same_bits() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64 * 200.0 - 100.0
+        };
+        let x: Vec<f64> = (0..4099).map(|i| if i % 97 == 0 { f64::NAN } else { next() }).collect();
+        let y: Vec<f64> = (0..4099).map(|_| next()).collect();
+        let kernel = || {
+            // An element-wise loop (vectorised) and serial sums (kept in order).
+            let mut out = vec![0.0; x.len()];
+            for ((o, a), b) in out.iter_mut().zip(&x).zip(&y) {
+                *o = (a * b + b) / (a - b) + (a.abs()).sqrt() - a.max(*b) * a.min(*b);
+            }
+            let sum: f64 = out.iter().filter(|v| v.is_finite()).sum();
+            let sxy = x.iter().zip(&y).fold(0.0, |s, (a, b)| s + a * b);
+            out.push(sum);
+            out.push(sxy);
+            out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        };
+        let wide = with_avx512(kernel);
+        assert_eq!(wide, kernel());
+        assert!(wide.iter().any(|&b| f64::from_bits(b).is_nan()) && wide.iter().any(|&b| f64::from_bits(b).is_finite()));
+    }
+
     #[test]
     fn layouts_agree() {
         let dm: Vec<f64> = (0..12).map(|v| v as f64).collect(); // 4 dates × 3 assets

@@ -167,15 +167,15 @@ pub fn map3<F: Fn(f64, f64, f64) -> f64 + Sync>(a: Value, b: Value, c: Value, f:
         // copied to a stack buffer), so that one loop over three slices serves every
         // shape and vectorises (a per-element match on the shapes did not: 3x slower).
         let (mut ba, mut bb, mut bc) = ([0.0f64; RUN], [0.0f64; RUN], [0.0f64; RUN]);
-        for (r, o) in ch.chunks_mut(RUN).enumerate() {
-            let at = r * RUN;
-            let (a, b, c) = (run(s[0], at, o, &mut ba), run(s[1], at, o, &mut bb), run(s[2], at, o, &mut bc));
-            with_avx512(|| {
+        with_avx512(|| {
+            for (r, o) in ch.chunks_mut(RUN).enumerate() {
+                let at = r * RUN;
+                let (a, b, c) = (run(s[0], at, o, &mut ba), run(s[1], at, o, &mut bb), run(s[2], at, o, &mut bc));
                 for (((o, a), b), c) in o.iter_mut().zip(a).zip(b).zip(c) {
                     *o = clean(f(*a, *b, *c));
                 }
-            });
-        }
+            }
+        });
     });
     Value::Panel(Arc::new(out))
 }
