@@ -60,6 +60,7 @@ fn eval_file_ranks_many_alphas_and_reports_failures() {
     assert!(rows[0]["rank_ic"].is_number());
     assert!(rows[1]["error"].as_str().is_some_and(|e| e.contains("'cap'")));
     assert!(rows[2]["rank_ic"].is_number(), "alpha: references resolve to the file and the seeds");
+    assert!(err.contains("1 of 3 alpha(s) could not be evaluated") && err.contains("capped: "), "the JSON run says so on stderr too: {err}");
     let (code, out, _) = run(&["eval", "--data", &sample_arg(), "--period", "all", "--file", &f.display().to_string()]);
     assert_eq!(code, 0);
     assert!(out.contains("rank_ic") && out.contains("1 alpha(s) could not be evaluated") && out.contains("capped:"), "{out}");

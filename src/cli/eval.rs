@@ -204,6 +204,18 @@ fn eval_file(defs: &[AlphaDef], args: &EvalArgs, prep: &crate::backtest::Prepare
     let rows = evaluate_batch(defs, &prep.data, alphas, &prep.scorer, !args.json);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
+        // The failures are in the array, but a script that only reads the numbers would
+        // miss them (e.g. every `indneutralize` alpha when no group file was found): say
+        // so on stderr too, with the first reason (it is often every one's).
+        if let Some(first) = rows.iter().find(|r| r.error.is_some()) {
+            let n = rows.iter().filter(|r| r.error.is_some()).count();
+            tracing::warn!(
+                "{n} of {} alpha(s) could not be evaluated (see their \"error\" fields), e.g. {}: {}",
+                rows.len(),
+                first.id,
+                first.error.as_deref().unwrap_or("")
+            );
+        }
         return Ok(0);
     }
     let mut ok: Vec<&Row> = rows.iter().filter(|r| r.metrics.is_some()).collect();
