@@ -312,12 +312,7 @@ mod tests {
         assert!(pearson_finite(&x, &y, 4).is_nan());
         // Several series at once give each one's own correlation, bit for bit.
         let mut s = 7u64;
-        let mut rnd = || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 1000) as f64 / 7.0
-        };
+        let mut rnd = || (crate::xorshift(&mut s) % 1000) as f64 / 7.0;
         let cols: Vec<Vec<f64>> = (0..4).map(|k| (0..97).map(|i| if (i + k) % 11 == 0 { f64::NAN } else { rnd() }).collect()).collect();
         let x: Vec<f64> = (0..97).map(|i| if i % 13 == 0 { f64::INFINITY } else { rnd() }).collect();
         let many = pearson_many(&x, [&cols[0], &cols[1], &cols[2], &c[..97]], 20);

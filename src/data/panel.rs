@@ -431,12 +431,7 @@ mod tests {
     #[test]
     fn avx512_compiled_loops_give_the_same_bits() {
         let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 11) as f64 / (1u64 << 53) as f64 * 200.0 - 100.0
-        };
+        let mut next = || (crate::xorshift(&mut seed) >> 11) as f64 / (1u64 << 53) as f64 * 200.0 - 100.0;
         let x: Vec<f64> = (0..4099).map(|i| if i % 97 == 0 { f64::NAN } else { next() }).collect();
         let y: Vec<f64> = (0..4099).map(|_| next()).collect();
         let kernel = || {

@@ -253,10 +253,7 @@ fn transform(p: &Panel, t: Transform) -> Panel {
 fn shuffle<T>(v: &mut [T], seed: u64) {
     let mut s = seed | 1;
     for i in (1..v.len()).rev() {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        v.swap(i, (s % (i as u64 + 1)) as usize);
+        v.swap(i, (crate::xorshift(&mut s) % (i as u64 + 1)) as usize);
     }
 }
 

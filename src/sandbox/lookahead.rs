@@ -54,10 +54,7 @@ pub fn noised(data: &MarketData, cutoff: usize, seed: u64) -> MarketData {
         let n = q.n_dates();
         for series in q.as_mut_slice().chunks_mut(n.max(1)) {
             for v in &mut series[(cutoff + 1).min(n)..] {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                let u = (state >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0; // uniform in [-1, 1)
+                let u = (crate::xorshift(&mut state) >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0; // uniform in [-1, 1)
                 *v = if *v == 0.0 { 0.01 * u } else { *v * (0.17 * u).exp() };
             }
         }

@@ -430,12 +430,7 @@ mod tests {
     fn asset_major_sums_equal_per_date_walks() {
         let (nd, na) = (DATE_CHUNK + 77, 37);
         let mut s = 5u64;
-        let mut rnd = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
+        let mut rnd = move || crate::xorshift(&mut s);
         let cells: Vec<f64> = (0..nd * na)
             .map(|i| match rnd() % 23 {
                 _ if i / na == 3 => f64::NAN,
@@ -487,12 +482,7 @@ mod tests {
     #[test]
     fn sort_finite_and_rank_row_equal_a_comparison_sort() {
         let mut s = 12345u64;
-        let mut rnd = || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
+        let mut rnd = || crate::xorshift(&mut s);
         let mut buf = SortBuf::default();
         let want = |row: &[f64]| {
             let mut w: Vec<(u64, u32)> = row.iter().enumerate().filter(|(_, x)| x.is_finite()).map(|(i, x)| (order_key(*x), i as u32)).collect();

@@ -543,12 +543,7 @@ mod tests {
     use super::*;
 
     fn rng(mut s: u64) -> impl FnMut() -> u64 {
-        move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        }
+        move || crate::xorshift(&mut s)
     }
 
     #[test]

@@ -582,12 +582,7 @@ mod tests {
     /// rounding (ill-conditioned windows), large offsets, infinities.
     fn panel(nd: usize, na: usize, seed: u64) -> Panel {
         let mut s = seed;
-        let mut rnd = || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
+        let mut rnd = || crate::xorshift(&mut s);
         let mut data = Vec::with_capacity(nd * na);
         for a in 0..na {
             let mut level = 100.0;
