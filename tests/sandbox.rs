@@ -11,6 +11,11 @@ use std::time::Duration;
 fn sandbox(scratch: &std::path::Path) -> PySandbox {
     let cfg = SandboxConfig {
         timeout: Duration::from_secs(8),
+        // Half the default address space: `memory_bomb` must reach the limit well inside
+        // the 8 s timeout, and in this VM every fresh page costs a fault and a clearing
+        // (4 GB of them took longer than 8 s on a busy hour, so the verdict read
+        // "timeout"). The sample-data programs need far less.
+        memory_bytes: 2 << 30,
         worker_exe: PathBuf::from(env!("CARGO_BIN_EXE_alphaloop")),
         scratch_root: scratch.to_path_buf(),
         ..SandboxConfig::default()
