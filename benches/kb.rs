@@ -30,14 +30,13 @@ fn pct(v: &mut [Duration], p: f64) -> Duration {
 }
 
 fn record(i: usize, rng: &mut Rng) -> AlphaRecord {
-    let status = if i % 3 == 0 { Status::Rejected { reason: "low IC".into() } } else { Status::Accepted };
+    let status = if i.is_multiple_of(3) { Status::Rejected { reason: "low IC".into() } } else { Status::Accepted };
     let mut r = AlphaRecord::new(format!("a{i:06}"), Kind::Expression, format!("rank(delta(close, {}))", i % 60 + 1), status);
     r.family = ["momentum", "reversal", "volume", "volatility"][i % 4].into();
     r.idea = format!("idea {i}");
     for split in ["train", "valid"] {
-        let mut m = alphaloop::backtest::Metrics::default();
-        m.rank_ic = rng.next() as f64 / 10.0;
-        m.ic = rng.next() as f64 / 10.0;
+        // Fields are evaluated in the order written: rank_ic draws first, as before.
+        let m = alphaloop::backtest::Metrics { rank_ic: rng.next() as f64 / 10.0, ic: rng.next() as f64 / 10.0, ..Default::default() };
         r.metrics.insert(split.into(), m);
     }
     r

@@ -110,7 +110,7 @@ fn a_one_stock_universe_loads_but_cannot_be_scored() {
     let p = write(dir.path(), "one.csv", &rows);
     let data = load(&p, &LoadOptions::default()).expect("loads");
     assert_eq!(data.n_assets(), 1);
-    assert!(data.fields.get("dividend").is_none());
+    assert!(!data.fields.contains_key("dividend"));
     let e = prepare(&data, &Period::All, &Splits::default(), MetricsConfig::default()).err().expect("cannot score");
     assert!(e.to_string().contains("the universe has 1 stock(s); cross-sectional metrics need at least 20"), "{e}");
 }

@@ -157,7 +157,7 @@ fn cross_sectional_operators() {
     for t in [0, 999] {
         let vals: Vec<f64> = (0..d.n_assets()).map(|a| rk.get(t, a)).collect();
         assert!(vals.iter().all(|v| *v > 0.0 && *v <= 1.0));
-        assert!(vals.iter().any(|v| *v == 1.0));
+        assert!(vals.contains(&1.0));
     }
 }
 

@@ -116,7 +116,7 @@ fn a_real_run_fills_the_kb_never_sees_test_and_resumes_after_kill() {
         assert!(kb.lessons().expect("lessons").iter().any(|l| l.id == "r1-gen0"), "generation summary not in the KB");
         for r in &recs {
             assert!(!r.reviews.is_empty(), "{}: no reviews", r.id);
-            assert_eq!(r.model.starts_with("local:"), true);
+            assert!(r.model.starts_with("local:"), "model {}", r.model);
             assert!(r.tokens > 0);
             assert!(!r.family.is_empty() && !r.hypothesis.is_empty());
             if r.status.keyword() != "error" {

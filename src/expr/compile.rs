@@ -198,7 +198,7 @@ impl<'a> Compiler<'a> {
 
     fn ident(&mut self, name: &str, span: Span, text: &str) -> Result<NodeId, ExprError> {
         let lname = name.to_ascii_lowercase();
-        if self.schema.fields.iter().any(|f| *f == lname) {
+        if self.schema.fields.contains(&lname) {
             return Ok(self.field(&lname));
         }
         match lname.as_str() {

@@ -94,7 +94,7 @@ pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, mut on_root:
     crate::data::pool::trim();
     if profile {
         let mut rows: Vec<_> = op_time.into_iter().collect();
-        rows.sort_by(|a, b| b.1 .1.cmp(&a.1 .1));
+        rows.sort_by_key(|r| std::cmp::Reverse(r.1 .1));
         for (name, (count, t)) in rows {
             tracing::debug!("op {name:<14} x{count:<5} {t:>10.2?}");
         }

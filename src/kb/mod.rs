@@ -226,7 +226,7 @@ impl Kb {
 
     /// Stores a lesson (its text is embedded on the `idea` vector).
     pub fn put_lesson(&self, lesson: &Lesson) -> Result<(), KbError> {
-        let v = self.embedder.embed(&[lesson.text.clone()])?.pop().unwrap_or_default();
+        let v = self.embedder.embed(std::slice::from_ref(&lesson.text))?.pop().unwrap_or_default();
         let mut payload = Map::new();
         payload.insert("type".into(), json!("lesson"));
         payload.insert("id".into(), json!(lesson.id));
@@ -304,7 +304,7 @@ impl Kb {
             self.records(filter)?.into_iter().filter_map(|r| r.metric(split, by).map(|m| (m, r))).collect();
         // Drawdown and turnover are better when smaller in magnitude.
         let sign = if by == "turnover" || by == "max_drawdown" { -1.0 } else { 1.0 };
-        let key = |m: f64| if by == "max_drawdown" { m.abs() * -1.0 * sign } else { m * sign };
+        let key = |m: f64| if by == "max_drawdown" { -m.abs() * sign } else { m * sign };
         v.sort_by(|a, b| key(b.0).total_cmp(&key(a.0)).then_with(|| a.1.id.cmp(&b.1.id)));
         Ok(v.into_iter().take(n).map(|(_, r)| r).collect())
     }

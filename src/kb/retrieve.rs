@@ -155,7 +155,7 @@ impl Kb {
         let (name, q) = match b {
             Some(b) => (super::store::BEHAVIOUR, b),
             None => {
-                let v = self.embedder().embed(&[rec.code.clone()])?.pop().unwrap_or_default();
+                let v = self.embedder().embed(std::slice::from_ref(&rec.code))?.pop().unwrap_or_default();
                 (super::store::CODE, v)
             }
         };

@@ -433,7 +433,7 @@ pub fn product(x: &[f64], d: usize, out: &mut [f64]) {
     }
     finite_windows(x, d, |t| {
         let s = t + 1 - d;
-        let p = if s % d == 0 { pre[t] } else { suf[s] * pre[t] };
+        let p = if s.is_multiple_of(d) { pre[t] } else { suf[s] * pre[t] };
         out[t] = if p.is_infinite() { f64::NAN } else { p };
     });
 }
