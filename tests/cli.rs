@@ -84,6 +84,28 @@ fn dump_writes_the_signal_in_long_format() {
 }
 
 #[test]
+fn plot_draws_the_book_into_a_png() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let png = dir.path().join("book.png");
+    let p = png.display().to_string();
+    let (code, out, err) = run(&["eval", "--data", &sample_arg(), "--period", "all", "--plot", &p, "rank(delta(close, 5)) * -1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with(&format!("wrote {p}")), "{out}");
+    let bytes = std::fs::read(&png).expect("the plot was written");
+    assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 1_000, "{} bytes", bytes.len());
+    // With --json, stdout stays one JSON document and the note goes to stderr.
+    std::fs::remove_file(&png).expect("remove");
+    let (code, out, err) = run(&["eval", "--data", &sample_arg(), "--json", "--plot", &p, "rank(volume)"]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str::<serde_json::Value>(&out).expect("stdout is JSON");
+    assert!(err.contains("wrote") && png.exists(), "{err}");
+    // A plot is of one alpha.
+    let (code, _, err) = run(&["eval", "--data", &sample_arg(), "--file", "alpha_kb/seeds/alpha101.toml", "--plot", &p]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--plot") && err.contains("--file"), "{err}");
+}
+
+#[test]
 fn output_into_a_closed_pipe_ends_quietly() {
     use std::process::Stdio;
     let mut child = bin()

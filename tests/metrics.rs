@@ -229,3 +229,31 @@ fn signals_scored_in_a_group_score_as_they_do_alone() {
         assert_eq!(serde_json::to_string(&m).expect("json"), alone[i], "{}", exprs[i]);
     }
 }
+
+/// The daily book behind `--plot` is the one the metrics are computed from: the same
+/// metrics as `score`, its net returns average to `ann_return` and their running sum draws
+/// down by `max_drawdown`, costs only lower a day's return, and skipped dates are NaN.
+#[test]
+fn the_daily_book_is_the_one_the_metrics_come_from() {
+    let data = sample();
+    let prep = prepare(data, &Period::All, &Splits::default(), MetricsConfig::default()).expect("prepare");
+    let sig = eval_expr("-1 * rank(delta(close, 5))", &prep.data, &NoAlphas).expect("eval");
+    let (m, daily) = prep.scorer.score_daily(&sig);
+    let plain = prep.scorer.score(&sig);
+    assert_eq!(serde_json::to_string(&m).expect("json"), serde_json::to_string(&plain).expect("json"));
+    assert!(daily.date.len() == daily.net.len() && daily.gross.len() == daily.net.len());
+    assert!(daily.date.windows(2).all(|w| w[1] == w[0] + 1), "one entry per scored date");
+    let net: Vec<f64> = daily.net.iter().copied().filter(|v| !v.is_nan()).collect();
+    assert!(net.len() > 500 && net.len() < daily.net.len(), "{} book days of {}", net.len(), daily.net.len());
+    assert_eq!(net.len(), daily.gross.iter().filter(|v| !v.is_nan()).count());
+    assert!(daily.gross.iter().zip(&daily.net).all(|(g, n)| g.is_nan() || g >= n), "costs can only lower a return");
+    assert!(daily.gross.iter().zip(&daily.net).any(|(g, n)| g > n), "a book that trades pays costs");
+    assert!((alphaloop::backtest::mean_std(&net).0 * 252.0 - m.ann_return).abs() < 1e-15);
+    let (mut cum, mut peak, mut mdd) = (0.0f64, f64::NEG_INFINITY, 0.0f64);
+    for r in &net {
+        cum += r;
+        peak = peak.max(cum);
+        mdd = mdd.min(cum - peak);
+    }
+    assert_eq!(mdd, m.max_drawdown);
+}

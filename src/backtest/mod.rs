@@ -245,6 +245,26 @@ impl Scorer {
     /// signal, which is most of what scoring one signal waits for. Same results as
     /// [`score`](Self::score) on each, bit for bit.
     pub fn score_many(&self, signals: &[&Panel]) -> Vec<Metrics> {
+        let days = self.days_of(signals);
+        // One signal's book is a walk in date order; the signals of a group walk in parallel.
+        days.par_iter().map(|d| crate::data::with_avx512(|| self.summarise(d, None))).collect()
+    }
+
+    /// [`score`](Self::score), with the signal's daily book (for plots).
+    pub fn score_daily(&self, signal: &Panel) -> (Metrics, Daily) {
+        let Some(days) = self.days_of(&[signal]).pop() else { return (Metrics::default(), Daily::default()) };
+        let n = days.days.len();
+        let mut daily = Daily {
+            date: (self.start..self.start + n).collect(),
+            gross: vec![f64::NAN; n],
+            net: vec![f64::NAN; n],
+        };
+        let m = self.summarise(&days, Some(&mut daily));
+        (m, daily)
+    }
+
+    /// Every scored date of each signal, in date order.
+    fn days_of(&self, signals: &[&Panel]) -> Vec<Days> {
         let na = self.n_assets;
         // Scored dates are those whose label lies inside the period.
         let last = self.end.saturating_sub(self.cfg.gap + self.cfg.horizon).max(self.start);
@@ -281,13 +301,13 @@ impl Scorer {
                 d.append(b);
             }
         }
-        // One signal's book is a walk in date order; the signals of a group walk in parallel.
-        days.par_iter().map(|d| crate::data::with_avx512(|| self.summarise(d))).collect()
+        days
     }
 
-    /// The metrics of a signal from its scored dates, in date order.
+    /// The metrics of a signal from its scored dates, in date order; also fills `daily`'s
+    /// book returns where given.
     #[inline(always)]
-    fn summarise(&self, all: &Days) -> Metrics {
+    fn summarise(&self, all: &Days, mut daily: Option<&mut Daily>) -> Metrics {
         let na = self.n_assets;
         let days = &all.days;
         let extra = self.cfg.ic_horizons.len();
@@ -315,7 +335,7 @@ impl Scorer {
         let mut w = vec![0.0f64; na];
         let (mut net, mut turns) = (Vec::new(), Vec::new());
         let mut members = all.members.as_slice();
-        for d in days {
+        for (i, d) in days.iter().enumerate() {
             let Some(ls) = d.ls else { continue };
             w.iter_mut().for_each(|x| *x = 0.0);
             let (long, rest) = members.split_at(d.legs as usize);
@@ -330,6 +350,9 @@ impl Scorer {
             }
             let turnover = 0.5 * sum_abs_diff(&w, &w_prev);
             net.push(ls - cost * turnover);
+            if let Some(dl) = daily.as_deref_mut() {
+                (dl.gross[i], dl.net[i]) = (ls, ls - cost * turnover);
+            }
             turns.push(turnover);
             std::mem::swap(&mut w, &mut w_prev);
         }
@@ -617,6 +640,18 @@ impl<'a, K> Grouped<'a, K> {
         let metrics = self.scorer.score_many(&panels);
         self.pending.drain(..).map(|(k, _)| k).zip(metrics).collect()
     }
+}
+
+/// A signal's long-short book on each scored date ([`Scorer::score_daily`]).
+#[derive(Clone, Debug, Default)]
+pub struct Daily {
+    /// Date index (in the data the scorer was built on) of each scored date.
+    pub date: Vec<usize>,
+    /// The book's return before costs; NaN on a skipped date (fewer than `min_stocks`).
+    pub gross: Vec<f64>,
+    /// The same after costs (`cost_bps` × turnover): the series behind `sharpe`,
+    /// `ann_return` and `max_drawdown`.
+    pub net: Vec<f64>,
 }
 
 /// One scored date of a signal.

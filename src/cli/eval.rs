@@ -45,6 +45,10 @@ pub struct EvalArgs {
     /// Write the signal (long format: date, symbol, value) over the period to a .parquet or .csv file.
     #[arg(long, conflicts_with = "file")]
     pub dump: Option<PathBuf>,
+    /// Draw the long-short book's cumulative return over the period, before and after
+    /// costs, into a PNG.
+    #[arg(long, conflicts_with = "file")]
+    pub plot: Option<PathBuf>,
     /// Print JSON (an object, or an array with `id` for --file).
     #[arg(long)]
     pub json: bool,
@@ -133,7 +137,21 @@ fn eval_python(path: &Path, args: &EvalArgs, prep: &crate::backtest::Prepared, s
 }
 
 fn report(expr: &str, signal: &Panel, args: &EvalArgs, prep: &crate::backtest::Prepared, splits: &Splits) -> Result<i32> {
-    let m = prep.scorer.score(signal);
+    let m = match &args.plot {
+        Some(path) => {
+            let (m, daily) = prep.scorer.score_daily(signal);
+            plot_book(path, expr, &prep.data, &daily)?;
+            // On stderr with --json, so that stdout stays one JSON document.
+            let msg = format!("wrote {}", path.display());
+            if args.json {
+                eprintln!("{msg}");
+            } else {
+                println!("{msg}");
+            }
+            m
+        }
+        None => prep.scorer.score(signal),
+    };
     if let Some(out) = &args.dump {
         let (start, end) = prep.period.indices(splits, &prep.data)?;
         dump(&prep.data, signal, start, end, out)?;
@@ -144,6 +162,34 @@ fn report(expr: &str, signal: &Panel, args: &EvalArgs, prep: &crate::backtest::P
         print_metrics(expr, &m, prep);
     }
     Ok(0)
+}
+
+/// The cumulative sums of the daily book returns, before and after costs (the sum whose
+/// drawdown is `max_drawdown`), against the date as a fractional year; a skipped date
+/// adds nothing.
+fn plot_book(path: &Path, expr: &str, data: &MarketData, daily: &crate::backtest::Daily) -> Result<()> {
+    let year = |t: usize| 1970.0 + f64::from(data.dates[t].0) / 365.2425;
+    let cumulative = |name: &str, v: &[f64]| crate::model::plot::Series {
+        name: name.into(),
+        points: daily
+            .date
+            .iter()
+            .zip(v)
+            .scan(0.0, |acc, (&t, &x)| {
+                *acc += if x.is_finite() { x } else { 0.0 };
+                Some((year(t), *acc))
+            })
+            .collect(),
+    };
+    let title: String = if expr.chars().count() > 70 { expr.chars().take(67).chain("...".chars()).collect() } else { expr.to_string() };
+    crate::model::plot::lines(
+        path,
+        &title,
+        "date",
+        "long-short book, cumulative daily return",
+        &[cumulative("before costs", &daily.gross), cumulative("after costs", &daily.net)],
+    )
+    .map_err(anyhow::Error::msg)
 }
 
 fn header(prep: &crate::backtest::Prepared) -> String {

@@ -37,6 +37,9 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
+/// Series with more points than this are drawn without a marker per point.
+const MAX_MARKED: usize = 100;
+
 /// Draws lines against a shared x axis into a PNG.
 pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Result<(), String> {
     let has_font = font();
@@ -71,7 +74,11 @@ pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[S
         if has_font {
             drawn.label(s.name.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
         }
-        chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled()))).map_err(|e| err(&e))?;
+        // Markers only where the points are few enough to tell apart (a curve of daily
+        // values is a line).
+        if pts.len() <= MAX_MARKED {
+            chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled()))).map_err(|e| err(&e))?;
+        }
     }
     if has_font {
         chart
