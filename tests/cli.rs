@@ -90,7 +90,7 @@ fn plot_draws_the_book_into_a_png() {
     let p = png.display().to_string();
     let (code, out, err) = run(&["eval", "--data", &sample_arg(), "--period", "all", "--plot", &p, "rank(delta(close, 5)) * -1"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.starts_with(&format!("wrote {p}")), "{out}");
+    assert!(out.contains("sharpe") && out.trim_end().ends_with(&format!("wrote {p}")), "{out}");
     let bytes = std::fs::read(&png).expect("the plot was written");
     assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 1_000, "{} bytes", bytes.len());
     // With --json, stdout stays one JSON document and the note goes to stderr.
@@ -99,6 +99,11 @@ fn plot_draws_the_book_into_a_png() {
     assert_eq!(code, 0, "{err}");
     serde_json::from_str::<serde_json::Value>(&out).expect("stdout is JSON");
     assert!(err.contains("wrote") && png.exists(), "{err}");
+    // A plot that cannot be written is an error naming the file, after the metrics.
+    let bad = dir.path().join("no/such/dir/book.png").display().to_string();
+    let (code, out, err) = run(&["eval", "--data", &sample_arg(), "--plot", &bad, "rank(volume)"]);
+    assert_ne!(code, 0);
+    assert!(out.contains("sharpe") && err.contains(&bad), "{out}\n{err}");
     // A plot is of one alpha.
     let (code, _, err) = run(&["eval", "--data", &sample_arg(), "--file", "alpha_kb/seeds/alpha101.toml", "--plot", &p]);
     assert_ne!(code, 0);

@@ -137,20 +137,12 @@ fn eval_python(path: &Path, args: &EvalArgs, prep: &crate::backtest::Prepared, s
 }
 
 fn report(expr: &str, signal: &Panel, args: &EvalArgs, prep: &crate::backtest::Prepared, splits: &Splits) -> Result<i32> {
-    let m = match &args.plot {
-        Some(path) => {
+    let (m, daily) = match &args.plot {
+        Some(_) => {
             let (m, daily) = prep.scorer.score_daily(signal);
-            plot_book(path, expr, &prep.data, &daily)?;
-            // On stderr with --json, so that stdout stays one JSON document.
-            let msg = format!("wrote {}", path.display());
-            if args.json {
-                eprintln!("{msg}");
-            } else {
-                println!("{msg}");
-            }
-            m
+            (m, Some(daily))
         }
-        None => prep.scorer.score(signal),
+        None => (prep.scorer.score(signal), None),
     };
     if let Some(out) = &args.dump {
         let (start, end) = prep.period.indices(splits, &prep.data)?;
@@ -160,6 +152,17 @@ fn report(expr: &str, signal: &Panel, args: &EvalArgs, prep: &crate::backtest::P
         println!("{}", serde_json::to_string_pretty(&m)?);
     } else {
         print_metrics(expr, &m, prep);
+    }
+    // After the metrics, so that a plot that cannot be written does not hide them.
+    if let (Some(path), Some(daily)) = (&args.plot, daily) {
+        plot_book(path, expr, &prep.data, &daily)?;
+        // On stderr with --json, so that stdout stays one JSON document.
+        let msg = format!("wrote {}", path.display());
+        if args.json {
+            eprintln!("{msg}");
+        } else {
+            println!("{msg}");
+        }
     }
     Ok(0)
 }
