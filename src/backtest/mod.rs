@@ -349,9 +349,10 @@ impl Scorer {
                 w[i as usize] -= 1.0 / n;
             }
             let turnover = 0.5 * sum_abs_diff(&w, &w_prev);
-            net.push(ls - cost * turnover);
+            let r = ls - cost * turnover;
+            net.push(r);
             if let Some(dl) = daily.as_deref_mut() {
-                (dl.gross[i], dl.net[i]) = (ls, ls - cost * turnover);
+                (dl.gross[i], dl.net[i]) = (ls, r);
             }
             turns.push(turnover);
             std::mem::swap(&mut w, &mut w_prev);
