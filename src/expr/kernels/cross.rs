@@ -285,15 +285,31 @@ pub fn rank_row(row: &[f64], out: &mut [f64], buf: &mut SortBuf) {
                 }
                 continue;
             }
+            // Most long runs are one value repeated (comparisons, signs, `ts_rank` and
+            // `ts_argmax` results): written as one tie group while checking that.
+            let r = (start + 1 + end) as f64 / 2.0 / n;
+            let k0 = order_key(row[super::netsort::index(keys[start]) as usize]);
+            let mut tied = true;
+            for &k in &keys[start..end] {
+                let i = super::netsort::index(k) as usize;
+                tied &= order_key(row[i]) == k0;
+                out[i] = r;
+            }
+            if tied {
+                continue;
+            }
             run.clear();
             run.extend(keys[start..end].iter().map(|&k| super::netsort::index(k)).map(|i| (order_key(row[i as usize]), i)));
             if !run.is_sorted() {
                 run.sort_unstable();
             }
+            // One division per group of ties, not per value: rows of a few distinct
+            // values (comparisons, signs, `ts_rank` and `ts_argmax` results) are runs of
+            // hundreds.
             tie_runs(run.len(), |j| run[j].0 == run[j - 1].0, |i, j, _| {
-                let r = (start + i + 1 + start + j) as f64 / 2.0;
+                let r = (start + i + 1 + start + j) as f64 / 2.0 / n;
                 for &(_, k) in &run[i..j] {
-                    out[k as usize] = r / n;
+                    out[k as usize] = r;
                 }
             });
         }
@@ -517,8 +533,17 @@ mod tests {
                     }
                 })
                 .collect();
+            // A few levels repeated hundreds of times (comparisons, signs, `ts_argmax`),
+            // one of them with values an ulp apart: long runs of equal prefixes, tied
+            // throughout or not.
+            let levels: Vec<f64> = (0..n)
+                .map(|_| match rnd() % 7 {
+                    0 => f64::from_bits(2.0f64.to_bits() + rnd() % 3),
+                    r => (r % 3) as f64,
+                })
+                .collect();
             let network = n <= super::super::netsort::MAX && super::super::netsort::available();
-            for (what, x) in [("mixed", &row), ("close", &close), ("ulps", &ulps), ("concentrated", &c), ("pairs", &pairs)] {
+            for (what, x) in [("mixed", &row), ("close", &close), ("ulps", &ulps), ("concentrated", &c), ("pairs", &pairs), ("levels", &levels)] {
                 for net in [false, true].into_iter().filter(|&b| !b || network) {
                     assert_eq!(buf.sort_finite_by(x, net), want(x), "{what} values, n = {n}, network = {net}");
                 }
