@@ -75,10 +75,45 @@ fn shuffled_labels_give_no_test_ic() {
 #[test]
 fn a_leaked_label_is_detected() {
     let (feats, set) = seeds_and_resolver();
-    let cfg = TrainConfig { leak_label: true, ..quick() };
+    let cfg = TrainConfig { leak_label: true, refit_months: Some(6), ..quick() };
     let res = model::train(sample(), &common::sample_splits(), &feats[..10], &set, &cfg, &MetricsConfig::default(), |_| {}).expect("trains");
     assert!(res.model["test"].rank_ic > 0.9, "{:?}", res.model["test"]);
     assert_eq!(res.importance[0].id, "label (leaked)");
+    // The walk-forward refits predict every test date with a model that sees the feature.
+    let w = res.walk_forward.expect("walk-forward");
+    assert!(w.test.rank_ic > 0.9, "{:?}", w.test);
+}
+
+/// Walk-forward over the sample's test year in quarters: every test date is predicted by
+/// exactly one refit, each refit is fit only on labels that ended by its first date, on
+/// more rows than the one before, and the refits' report covers the same dates as the
+/// fixed model's.
+#[test]
+fn walk_forward_refits_only_on_labels_known_before_each_window() {
+    let (feats, set) = seeds_and_resolver();
+    let cfg = TrainConfig { refit_months: Some(3), ..quick() };
+    let splits = common::sample_splits();
+    let res = model::train(sample(), &splits, &feats[..20], &set, &cfg, &MetricsConfig::default(), |_| {}).expect("trains");
+    let w = res.walk_forward.expect("walk-forward");
+    let dates: Vec<String> = sample().dates.iter().filter(|d| **d >= splits.test.0 && **d <= splits.test.1).map(|d| d.to_string()).collect();
+    let quarters: Vec<(&str, &str)> = w.refits.iter().map(|r| (r.from.as_str(), r.to.as_str())).collect();
+    assert_eq!(quarters.len(), 4, "{quarters:?}");
+    assert_eq!(quarters[0].0, dates[0]);
+    assert_eq!(quarters[3].1, dates[dates.len() - 1]);
+    for (k, r) in w.refits.iter().enumerate() {
+        // Contiguous windows of whole months: each starts the trading day after the last.
+        if k > 0 {
+            let prev = dates.iter().position(|d| *d == w.refits[k - 1].to).expect("a test date");
+            assert_eq!(r.from, dates[prev + 1]);
+            assert!(r.rows > w.refits[k - 1].rows, "refit {k} fit on {} rows, the one before on {}", r.rows, w.refits[k - 1].rows);
+        }
+        assert_eq!(&r.from[5..7], ["01", "04", "07", "10"][k]);
+        // ISO dates compare as strings.
+        assert!(r.last_label_end <= r.from, "refit {k}: a label ending {} used for dates from {}", r.last_label_end, r.from);
+    }
+    assert_eq!(w.test.n_days, res.model["test"].n_days);
+    assert!(w.test.rank_ic.is_finite() && w.test.mse.is_finite(), "{:?}", w.test);
+    assert_ne!(w.test.rank_ic, res.model["test"].rank_ic, "the refits predicted exactly what the fixed model did");
 }
 
 #[test]
@@ -89,7 +124,7 @@ fn train_cli_json_has_the_documented_keys() {
     let out = common::bin()
         .arg("--config")
         .arg(&cfg)
-        .args(["train", "--seeds", "--json", "--max-rounds", "20", "--out"])
+        .args(["train", "--seeds", "--json", "--max-rounds", "20", "--refit-months", "6", "--out"])
         .arg(&out_model)
         .output()
         .expect("runs");
@@ -102,6 +137,8 @@ fn train_cli_json_has_the_documented_keys() {
     }
     assert_eq!(v["features"].as_array().expect("features").len(), 100);
     assert!(v["baselines"]["best_single"]["id"].is_string());
+    assert_eq!(v["walk_forward"]["refits"].as_array().expect("refits").len(), 2);
+    assert!(v["walk_forward"]["test"]["rank_ic"].is_number());
     assert!(out_model.exists());
     // Features are never chosen on test.
     let out = common::bin().arg("--config").arg(&cfg).args(["train", "--split", "test", "--kb"]).arg(dir.path().join("kb")).output().expect("runs");

@@ -6,6 +6,8 @@
 //! on valid (MSE or valid Rank IC), and only then scored on test. Rows of a split only carry
 //! labels that lie inside that split, so no label crosses a split boundary. Nothing about the
 //! test period (features, hyper-parameters, stopping) is chosen by looking at it.
+//! Optionally the model is also walked forward through test ([`WalkForward`]): refit
+//! every N months on the labels known by then, with the tree count chosen on valid.
 //!
 //! Baselines reported beside the model: the best single feature (chosen on valid, signed by
 //! its train Rank IC) and the equal-weight average of the features' signed ranks.
@@ -85,6 +87,8 @@ pub struct TrainConfig {
     pub colsample: f64,
     pub min_child_weight: f64,
     pub seed: u64,
+    /// Walk-forward over test: refit every this many months (see [`WalkForward`]).
+    pub refit_months: Option<u32>,
     /// Test-only switches for the null tests: shuffle the train labels; add the label as a
     /// feature.
     #[serde(skip)]
@@ -109,6 +113,7 @@ impl Default for TrainConfig {
             colsample: 0.8,
             min_child_weight: 200.0,
             seed: 7,
+            refit_months: None,
             shuffle_train_labels: false,
             leak_label: false,
         }
@@ -160,10 +165,60 @@ pub struct Importance {
     pub splits: usize,
 }
 
+/// The model walked forward through the test split: the test dates cut into windows of
+/// `months` calendar months, and before each window the booster is fit again, from
+/// scratch, on every row whose label is known by the window's first date (all of train
+/// and valid, and the test dates whose label has ended), with the settings and the tree
+/// count chosen on valid. Each window is predicted by its own refit only, so the test
+/// report stays out of sample while the model sees the most recent data a user running it
+/// live would have had.
+#[derive(Clone, Debug, Serialize)]
+pub struct WalkForward {
+    pub months: u32,
+    pub refits: Vec<Refit>,
+    /// The refits' predictions scored on test (MSE against the training target).
+    pub test: SplitReport,
+}
+
+/// One refit of a walk-forward run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Refit {
+    /// First and last date the refit predicts.
+    pub from: String,
+    pub to: String,
+    /// Rows it was fit on.
+    pub rows: usize,
+    /// The date on which the latest label among those rows ends (on or before `from`).
+    pub last_label_end: String,
+}
+
+/// Windows `[s, e)` of whole calendar months, `months` at a time, over date indices
+/// `start..end`, the first beginning at `start`.
+fn month_windows(dates: &[crate::data::Date], start: usize, end: usize, months: u32) -> Vec<(usize, usize)> {
+    let month = |t: usize| {
+        let (y, m, _) = dates[t].ymd();
+        i64::from(y) * 12 + i64::from(m)
+    };
+    let mut out = Vec::new();
+    let mut s = start;
+    while s < end {
+        let stop = month(s) + i64::from(months.max(1));
+        let e = s + dates[s..end].partition_point(|d| {
+            let (y, m, _) = d.ymd();
+            i64::from(y) * 12 + i64::from(m) < stop
+        });
+        out.push((s, e));
+        s = e;
+    }
+    out
+}
+
 /// Everything `train` produces.
 #[derive(Clone, Debug, Serialize)]
 pub struct TrainResult {
     pub model: Report,
+    /// With `refit_months`: the walk-forward run over test.
+    pub walk_forward: Option<WalkForward>,
     pub best_single: Option<(String, Report)>,
     pub equal_weight: Report,
     pub trees: u32,
@@ -302,7 +357,14 @@ pub fn train(
         scorers.push(Scorer::new(data, s, e, mcfg.clone())?);
     }
     let nf = features.len() + usize::from(cfg.leak_label);
-    let mut xs: Vec<Vec<f32>> = rows.iter().map(|r| vec![f32::NAN; r.idx.len() * nf]).collect();
+    // One row-major matrix for the three splits, train rows first, then valid, then test
+    // (each in date order), so that a walk-forward refit's rows are one prefix of it.
+    let at: Vec<usize> = rows.iter().scan(0, |n, r| {
+        *n += r.idx.len();
+        Some(*n - r.idx.len())
+    }).collect();
+    let n_rows = rows.iter().map(|r| r.idx.len()).sum::<usize>();
+    let mut x_all = vec![f32::NAN; n_rows * nf];
 
     // Evaluate every feature once (one shared graph) and scatter it into the row matrices;
     // keep only what the baselines need (per-feature metrics and a running signed average).
@@ -321,9 +383,9 @@ pub fn train(
     evaluate(&c.graph, &roots, data, |j, sig| {
         let tp = transform(&sig, cfg.transform);
         drop(sig);
-        for (r, x) in rows.iter().zip(xs.iter_mut()) {
+        for (r, &at) in rows.iter().zip(&at) {
             for (i, &(t, a)) in r.idx.iter().enumerate() {
-                x[i * nf + j] = tp.get(t as usize, a as usize) as f32;
+                x_all[(at + i) * nf + j] = tp.get(t as usize, a as usize) as f32;
             }
         }
         let ms = [scorers[0].score(&tp), scorers[1].score(&tp), scorers[2].score(&tp)];
@@ -338,38 +400,29 @@ pub fn train(
         single[j] = ms;
     });
     if cfg.leak_label {
-        for (r, x) in rows.iter().zip(xs.iter_mut()) {
+        for (r, &at) in rows.iter().zip(&at) {
             for (i, l) in r.label.iter().enumerate() {
-                x[i * nf + nf - 1] = *l as f32;
+                x_all[(at + i) * nf + nf - 1] = *l as f32;
             }
         }
     }
 
     progress("training");
-    let mk = |x: &[f32], r: &Rows| -> Result<DMatrix, ModelError> {
-        let mut d = DMatrix::from_dense(x, r.idx.len()).map_err(xe)?;
+    let mk = |k: usize| -> Result<DMatrix, ModelError> {
+        let r = &rows[k];
+        let mut d = DMatrix::from_dense(&x_all[at[k] * nf..(at[k] + r.idx.len()) * nf], r.idx.len()).map_err(xe)?;
         d.set_labels(&r.target).map_err(xe)?;
         Ok(d)
     };
-    let dtrain = mk(&xs[0], &rows[0])?;
-    let dvalid = mk(&xs[1], &rows[1])?;
-    let dtest = mk(&xs[2], &rows[2])?;
-    drop(xs);
+    let dtrain = mk(0)?;
+    let dvalid = mk(1)?;
+    let dtest = mk(2)?;
+    if cfg.refit_months.is_none() {
+        drop(x_all);
+        x_all = Vec::new();
+    }
     let mut booster = Booster::new_with_cached_dmats(&Default::default(), &[&dtrain, &dvalid]).map_err(xe)?;
-    let params: Vec<(&str, String)> = vec![
-        ("objective", "reg:squarederror".into()),
-        ("tree_method", "hist".into()),
-        ("eta", cfg.eta.to_string()),
-        ("max_depth", cfg.max_depth.to_string()),
-        ("lambda", cfg.lambda.to_string()),
-        ("alpha", cfg.alpha.to_string()),
-        ("subsample", cfg.subsample.to_string()),
-        ("colsample_bytree", cfg.colsample.to_string()),
-        ("min_child_weight", cfg.min_child_weight.to_string()),
-        ("seed", cfg.seed.to_string()),
-        ("nthread", rayon::current_num_threads().to_string()),
-        ("base_score", "0".into()),
-    ];
+    let params = booster_params(cfg);
     for (k, v) in &params {
         booster.set_param(k, v).map_err(xe)?;
     }
@@ -392,7 +445,11 @@ pub fn train(
         }
     }
     let trees = best_round + 1;
-    let booster = booster.slice(0, trees as i32).map_err(xe)?;
+    // The first `trees` rounds; the full booster (and its caches of train and valid) goes.
+    let booster = {
+        let full = booster;
+        full.slice(0, trees as i32).map_err(xe)?
+    };
 
     let mut model = Report::new();
     for (k, d) in [&dtrain, &dvalid, &dtest].iter().enumerate() {
@@ -400,7 +457,6 @@ pub fn train(
         let m = scorers[k].score(&panel_from_rows(&rows[k], &p, nd, na));
         model.insert(SPLITS[k].into(), SplitReport::from(&m, mse(&p, &rows[k].target)));
     }
-
     // Baselines.
     let best_single = (0..features.len())
         .filter(|&j| single[j][1].rank_ic.is_finite() && single[j][0].rank_ic.is_finite())
@@ -445,7 +501,95 @@ pub fn train(
         trees,
         booster: String::from_utf8_lossy(&booster.save_buffer(false).map_err(xe)?).into_owned(),
     };
-    Ok(TrainResult { model, best_single, equal_weight, trees, importance, features: features.to_vec(), saved })
+    // The refits build their own matrices: what only the fixed model needed goes first.
+    drop((booster, dtrain, dvalid));
+    let walk_forward = match cfg.refit_months {
+        Some(months) => Some(walk_forward(data, splits, months, trees, cfg, &x_all, nf, &rows, &dtest, &scorers[2], h, &mut progress)?),
+        None => None,
+    };
+    Ok(TrainResult { model, walk_forward, best_single, equal_weight, trees, importance, features: features.to_vec(), saved })
+}
+
+/// The [`WalkForward`] run: `x_all` holds the rows of train, valid and test in that order
+/// (each in date order), so a refit's rows, those whose label has ended by its first date,
+/// are a prefix.
+#[allow(clippy::too_many_arguments)]
+fn walk_forward(
+    data: &MarketData,
+    splits: &Splits,
+    months: u32,
+    trees: u32,
+    cfg: &TrainConfig,
+    x_all: &[f32],
+    nf: usize,
+    rows: &[Rows],
+    dtest: &DMatrix,
+    scorer: &Scorer,
+    h: usize,
+    progress: &mut impl FnMut(&str),
+) -> Result<WalkForward, ModelError> {
+    let (nd, na) = (data.n_dates(), data.n_assets());
+    let (ts, te) = Period::Test.indices(splits, data)?;
+    // The label of the row of date t ends at the close of t + 1 + h.
+    let ends = |t: u32| t as usize + 1 + h;
+    let test = &rows[2];
+    let before = rows[0].idx.len() + rows[1].idx.len();
+    let targets: Vec<f32> = rows.iter().flat_map(|r| r.target.iter().copied()).collect();
+    let windows = month_windows(&data.dates, ts, te, months);
+    let mut pred = vec![f32::NAN; test.idx.len()];
+    let mut refits = Vec::new();
+    for (k, &(w0, w1)) in windows.iter().enumerate() {
+        progress(&format!("walk-forward: refit {} of {}", k + 1, windows.len()));
+        let n = before + test.idx.partition_point(|&(t, _)| ends(t) <= w0);
+        let Some(last) = (0..3).rev().find_map(|s| {
+            let r = &rows[s].idx;
+            let upto = if s == 2 { n - before } else { r.len() };
+            r[..upto].last().map(|&(t, _)| ends(t))
+        }) else {
+            return Err(ModelError::Invalid("walk-forward: no labelled rows before the test split".into()));
+        };
+        let mut d = DMatrix::from_dense(&x_all[..n * nf], n).map_err(xe)?;
+        d.set_labels(&targets[..n]).map_err(xe)?;
+        let mut b = Booster::new_with_cached_dmats(&Default::default(), &[&d]).map_err(xe)?;
+        for (key, v) in &booster_params(cfg) {
+            b.set_param(key, v).map_err(xe)?;
+        }
+        for round in 0..trees {
+            b.update(&d, round as i32).map_err(xe)?;
+        }
+        let p = b.predict(dtest).map_err(xe)?;
+        for ((out, &v), &(t, _)) in pred.iter_mut().zip(&p).zip(&test.idx) {
+            if (w0..w1).contains(&(t as usize)) {
+                *out = v;
+            }
+        }
+        refits.push(Refit {
+            from: data.dates[w0].to_string(),
+            to: data.dates[w1 - 1].to_string(),
+            rows: n,
+            last_label_end: data.dates[last.min(nd - 1)].to_string(),
+        });
+    }
+    let m = scorer.score(&panel_from_rows(test, &pred, nd, na));
+    Ok(WalkForward { months, refits, test: SplitReport::from(&m, mse(&pred, &test.target)) })
+}
+
+/// XGBoost's parameters for the settings.
+fn booster_params(cfg: &TrainConfig) -> Vec<(&'static str, String)> {
+    vec![
+        ("objective", "reg:squarederror".into()),
+        ("tree_method", "hist".into()),
+        ("eta", cfg.eta.to_string()),
+        ("max_depth", cfg.max_depth.to_string()),
+        ("lambda", cfg.lambda.to_string()),
+        ("alpha", cfg.alpha.to_string()),
+        ("subsample", cfg.subsample.to_string()),
+        ("colsample_bytree", cfg.colsample.to_string()),
+        ("min_child_weight", cfg.min_child_weight.to_string()),
+        ("seed", cfg.seed.to_string()),
+        ("nthread", rayon::current_num_threads().to_string()),
+        ("base_score", "0".into()),
+    ]
 }
 
 /// Average gain per feature, parsed from the booster's text dump (`[f12<0.5] ... gain=3.1`).
