@@ -144,4 +144,8 @@ fn train_cli_json_has_the_documented_keys() {
     let out = common::bin().arg("--config").arg(&cfg).args(["train", "--split", "test", "--kb"]).arg(dir.path().join("kb")).output().expect("runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("never chosen on the test split"));
+    // The curve reports fixed models only: asking it for refits is refused, not ignored.
+    let out = common::bin().arg("--config").arg(&cfg).args(["train", "--refit-months", "3", "--curve"]).arg(dir.path().join("curve")).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
 }

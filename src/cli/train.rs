@@ -62,7 +62,7 @@ pub struct TrainArgs {
     /// Also walk the model forward through test: refit it every N months on every label
     /// known by then (train, valid and the test dates already past), with the tree count
     /// chosen on valid, and report the refits' test metrics beside the fixed model's.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "curve")]
     pub refit_months: Option<u32>,
     /// Where to save the model (JSON: booster, features, settings, data fingerprint).
     #[arg(long, default_value = "alpha_kb/models/latest.json")]
@@ -187,8 +187,6 @@ pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
         let mut ks: Vec<usize> = std::iter::successors(Some(5usize), |k| Some(k * 2)).take_while(|k| *k < all.len()).collect();
         ks.push(all.len());
         let mut rows = Vec::new();
-        // The curve reports the fixed model's test metrics only.
-        let tcfg = TrainConfig { refit_months: None, ..tcfg };
         for k in ks {
             say(&format!("curve: k = {k}"));
             let r = model::train(&data, &splits, &all[..k], &resolver, &tcfg, &mcfg, |_| {})?;
