@@ -324,6 +324,9 @@ fn scale_and_indneutralize_of_real_panels_match_per_date_sums() {
     for expr in ["returns", "volume"] {
         let x = eval_expr(expr, d, &NoAlphas).expect("evaluates");
         let sc = eval_expr(&format!("scale({expr})"), d, &NoAlphas).expect("evaluates");
+        // With a factor, the conventions' order: x × a / sum(|x|), the product first.
+        let sc3 = eval_expr(&format!("scale({expr}, 0.3)"), d, &NoAlphas).expect("evaluates");
+        let mut reordered = 0;
         let neu = eval_expr(&format!("indneutralize({expr}, IndClass.sector)"), d, &NoAlphas).expect("evaluates");
         let mut grouped = 0;
         for t in 0..d.n_dates() {
@@ -338,11 +341,16 @@ fn scale_and_indneutralize_of_real_panels_match_per_date_sums() {
             for (a, v) in row.iter().enumerate() {
                 let want = if sum > 0.0 && v.is_finite() { v / sum } else { f64::NAN };
                 assert_eq!(sc.get(t, a).to_bits(), want.to_bits(), "scale({expr}): date {t}, asset {a}");
+                let want3 = if sum > 0.0 && v.is_finite() { v * 0.3 / sum } else { f64::NAN };
+                assert_eq!(sc3.get(t, a).to_bits(), want3.to_bits(), "scale({expr}, 0.3): date {t}, asset {a}");
+                reordered += usize::from(want3.is_finite() && want3 != v / sum * 0.3);
                 let want = if groups.ids[a].is_some() && v.is_finite() { v - in_group(a) } else { f64::NAN };
                 assert_eq!(neu.get(t, a).to_bits(), want.to_bits(), "indneutralize({expr}): date {t}, asset {a}");
                 grouped += usize::from(want.is_finite());
             }
         }
         assert!(grouped > d.n_dates() * d.n_assets() / 2, "{expr}: most cells demeaned");
+        // Dividing first would round differently in some cells (so the order is tested).
+        assert!(reordered > 0, "scale({expr}, 0.3): no cell where the order matters");
     }
 }

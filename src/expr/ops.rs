@@ -216,8 +216,13 @@ pub static CATALOGUE: &[OpDef] = &[
     OpDef { name: "cs_zscore", aliases: &["zscore"], params: S, kind: CrossSection, doc: "cs_zscore(x) = (x - mean) / std across stocks (ddof = 1), NaN if all equal (extension)", eval: |v, c| cs(v, c, cross::zscore) },
     OpDef { name: "scale", aliases: &[], params: &[Series, Optional(1.0)], kind: CrossSection, doc: "scale(x, a = 1): x * a / sum(|x|) across stocks", eval: |v, c| {
         let [x, a] = args(v);
-        let s = Value::Panel(Arc::new(cross::scale(&x.into_panel(c.n_dates, c.n_assets))));
-        map2(s, a, |s, a| s * a)
+        let x = x.into_panel(c.n_dates, c.n_assets);
+        // x × a / sum(|x|) in that order; with a = 1 the product is x itself.
+        let out = match a {
+            Value::Scalar(a) if a == 1.0 => cross::scale(&x),
+            a => cross::scaled(&x, &map2(Value::Panel(x.clone()), a, |x, a| x * a).into_panel(c.n_dates, c.n_assets)),
+        };
+        Value::Panel(Arc::new(out))
     } },
     OpDef { name: "indneutralize", aliases: &[], params: &[Series, Group], kind: CrossSection, doc: "indneutralize(x, IndClass.sector): x minus its same-date mean within the stock's group (with the shipped data every level is the GICS sector)", eval: |v, c| {
         let [x] = args(v);

@@ -336,6 +336,13 @@ const DATE_CHUNK: usize = 512;
 /// asset by asset in asset order (the order of a per-date walk, so the same bits), eight
 /// dates per vector instead of one serial chain of adds per date.
 pub fn scale(x: &Panel) -> Panel {
+    scaled(x, x)
+}
+
+/// `num / sum(|x|)` per date (the sum over x's finite values), where x is finite and the
+/// sum positive, else NaN: `scale(x, a)` is `scaled(x, x·a)`, the conventions' order
+/// `x × a / sum(|x|)` (dividing first and multiplying after rounds differently).
+pub fn scaled(x: &Panel, num: &Panel) -> Panel {
     let (nd, na) = (x.n_dates(), x.n_assets());
     let mut sums = vec![-0.0f64; nd];
     sums.par_chunks_mut(DATE_CHUNK).enumerate().for_each(|(c, s)| {
@@ -349,9 +356,9 @@ pub fn scale(x: &Panel) -> Panel {
         }
     });
     let mut out = Panel::scratch(nd, na);
-    out.par_series_mut().zip(x.as_slice().par_chunks(nd.max(1))).for_each(|(o, r)| {
-        for ((o, v), s) in o.iter_mut().zip(r).zip(&sums) {
-            *o = if *s > 0.0 && v.is_finite() { v / s } else { f64::NAN };
+    out.par_series_mut().zip(x.as_slice().par_chunks(nd.max(1)).zip(num.as_slice().par_chunks(nd.max(1)))).for_each(|(o, (r, m))| {
+        for (((o, v), m), s) in o.iter_mut().zip(r).zip(m).zip(&sums) {
+            *o = if *s > 0.0 && v.is_finite() { m / s } else { f64::NAN };
         }
     });
     out
