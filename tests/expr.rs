@@ -82,6 +82,18 @@ fn arithmetic_and_logic_follow_the_conventions() {
         assert!(same_cell(*s, r * r) && same_cell(*o, *r) && same_cell(*c, r.abs().powf(3.0)));
         assert!(same_cell(*p, if *r == 0.0 { 0.0 } else { r * r.abs() }));
     }
+    // signedpower(x, a) = sign(x) · |x|^a with sign(0) = 0: at a zero, 0 for a ≥ 0 (not
+    // 0^0 = 1) and NaN for a < 0 (0 · inf; never inf).
+    let zeros = r.as_slice().iter().filter(|v| **v == 0.0).count();
+    assert!(zeros > 0, "the sample has unchanged closes");
+    for (e, at_zero) in [("0", 0.0), ("0.5", 0.0), ("-1", f64::NAN)] {
+        let p = ev(&format!("signedpower(returns, {e})"));
+        let ex: f64 = e.parse().expect("a number");
+        for (v, r) in p.as_slice().iter().zip(r.as_slice()) {
+            let want = if r.is_nan() { f64::NAN } else if *r == 0.0 { at_zero } else { r.signum() * r.abs().powf(ex) };
+            assert!(same_cell(*v, want), "signedpower({r}, {e}) = {v}, want {want}");
+        }
+    }
     // sign: ±1 for non-zero values (infinities included), zero keeps its sign, NaN stays.
     let sg = ev("sign(returns)");
     for (g, r) in sg.as_slice().iter().zip(r.as_slice()) {

@@ -180,7 +180,9 @@ pub static CATALOGUE: &[OpDef] = &[
         match y {
             // As `x ^ 2`: the square by a multiply (exactly sign(x) · x², rounded once).
             Value::Scalar(2.0) => map1(x, |a| if a == 0.0 { 0.0 } else { a * a.abs() }),
-            y => map2(x, y, |a, e| if a.is_nan() { f64::NAN } else if a == 0.0 { 0.0f64.powf(e) } else { a.signum() * a.abs().powf(e) }),
+            // sign(0) is 0 (f64::signum gives 1): 0 · 0^a, so 0 for a ≥ 0 (0^0 is 1) and
+            // NaN for a < 0 (0 · inf).
+            y => map2(x, y, |a, e| if a.is_nan() { f64::NAN } else if a == 0.0 { a * 0.0f64.powf(e) } else { a.signum() * a.abs().powf(e) }),
         }
     } },
     // ---- extensions beyond the paper ----
