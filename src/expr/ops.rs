@@ -221,7 +221,7 @@ pub static CATALOGUE: &[OpDef] = &[
         let x = x.into_panel(c.n_dates, c.n_assets);
         // x × a / sum(|x|) in that order; with a = 1 the product is x itself.
         let out = match a {
-            Value::Scalar(a) if a == 1.0 => cross::scale(&x),
+            Value::Scalar(1.0) => cross::scale(&x),
             a => cross::scaled(&x, &map2(Value::Panel(x.clone()), a, |x, a| x * a).into_panel(c.n_dates, c.n_assets)),
         };
         Value::Panel(Arc::new(out))

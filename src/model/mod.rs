@@ -195,18 +195,15 @@ pub struct Refit {
 /// Windows `[s, e)` of whole calendar months, `months` at a time, over date indices
 /// `start..end`, the first beginning at `start`.
 fn month_windows(dates: &[crate::data::Date], start: usize, end: usize, months: u32) -> Vec<(usize, usize)> {
-    let month = |t: usize| {
-        let (y, m, _) = dates[t].ymd();
+    let month = |d: &crate::data::Date| {
+        let (y, m, _) = d.ymd();
         i64::from(y) * 12 + i64::from(m)
     };
     let mut out = Vec::new();
     let mut s = start;
     while s < end {
-        let stop = month(s) + i64::from(months.max(1));
-        let e = s + dates[s..end].partition_point(|d| {
-            let (y, m, _) = d.ymd();
-            i64::from(y) * 12 + i64::from(m) < stop
-        });
+        let stop = month(&dates[s]) + i64::from(months.max(1));
+        let e = s + dates[s..end].partition_point(|d| month(d) < stop);
         out.push((s, e));
         s = e;
     }
@@ -418,14 +415,10 @@ pub fn train(
     let dvalid = mk(1)?;
     let dtest = mk(2)?;
     if cfg.refit_months.is_none() {
-        drop(x_all);
+        // Only the refits read the rows again.
         x_all = Vec::new();
     }
-    let mut booster = Booster::new_with_cached_dmats(&Default::default(), &[&dtrain, &dvalid]).map_err(xe)?;
-    let params = booster_params(cfg);
-    for (k, v) in &params {
-        booster.set_param(k, v).map_err(xe)?;
-    }
+    let mut booster = new_booster(cfg, &[&dtrain, &dvalid])?;
     let (mut best, mut best_round, mut since) = (f64::NEG_INFINITY, 0u32, 0u32);
     for round in 0..cfg.max_rounds {
         booster.update(&dtrain, round as i32).map_err(xe)?;
@@ -541,19 +534,13 @@ fn walk_forward(
     for (k, &(w0, w1)) in windows.iter().enumerate() {
         progress(&format!("walk-forward: refit {} of {}", k + 1, windows.len()));
         let n = before + test.idx.partition_point(|&(t, _)| ends(t) <= w0);
-        let Some(last) = (0..3).rev().find_map(|s| {
-            let r = &rows[s].idx;
-            let upto = if s == 2 { n - before } else { r.len() };
-            r[..upto].last().map(|&(t, _)| ends(t))
-        }) else {
+        // The refit's last row (the rows run in date order through the three splits).
+        let Some(&(t_last, _)) = n.checked_sub(1).and_then(|i| rows.iter().flat_map(|r| &r.idx).nth(i)) else {
             return Err(ModelError::Invalid("walk-forward: no labelled rows before the test split".into()));
         };
         let mut d = DMatrix::from_dense(&x_all[..n * nf], n).map_err(xe)?;
         d.set_labels(&targets[..n]).map_err(xe)?;
-        let mut b = Booster::new_with_cached_dmats(&Default::default(), &[&d]).map_err(xe)?;
-        for (key, v) in &booster_params(cfg) {
-            b.set_param(key, v).map_err(xe)?;
-        }
+        let mut b = new_booster(cfg, &[&d])?;
         for round in 0..trees {
             b.update(&d, round as i32).map_err(xe)?;
         }
@@ -567,16 +554,17 @@ fn walk_forward(
             from: data.dates[w0].to_string(),
             to: data.dates[w1 - 1].to_string(),
             rows: n,
-            last_label_end: data.dates[last.min(nd - 1)].to_string(),
+            last_label_end: data.dates[ends(t_last).min(nd - 1)].to_string(),
         });
     }
     let m = scorer.score(&panel_from_rows(test, &pred, nd, na));
     Ok(WalkForward { months, refits, test: SplitReport::from(&m, mse(&pred, &test.target)) })
 }
 
-/// XGBoost's parameters for the settings.
-fn booster_params(cfg: &TrainConfig) -> Vec<(&'static str, String)> {
-    vec![
+/// A booster with XGBoost's parameters for the settings, caching the given matrices.
+fn new_booster(cfg: &TrainConfig, cache: &[&DMatrix]) -> Result<Booster, ModelError> {
+    let mut b = Booster::new_with_cached_dmats(&Default::default(), cache).map_err(xe)?;
+    let params: [(&str, String); 12] = [
         ("objective", "reg:squarederror".into()),
         ("tree_method", "hist".into()),
         ("eta", cfg.eta.to_string()),
@@ -589,7 +577,11 @@ fn booster_params(cfg: &TrainConfig) -> Vec<(&'static str, String)> {
         ("seed", cfg.seed.to_string()),
         ("nthread", rayon::current_num_threads().to_string()),
         ("base_score", "0".into()),
-    ]
+    ];
+    for (k, v) in &params {
+        b.set_param(k, v).map_err(xe)?;
+    }
+    Ok(b)
 }
 
 /// Average gain per feature, parsed from the booster's text dump (`[f12<0.5] ... gain=3.1`).

@@ -303,9 +303,7 @@ pub fn rank_row(row: &[f64], out: &mut [f64], buf: &mut SortBuf) {
             if !run.is_sorted() {
                 run.sort_unstable();
             }
-            // One division per group of ties, not per value: rows of a few distinct
-            // values (comparisons, signs, `ts_rank` and `ts_argmax` results) are runs of
-            // hundreds.
+            // One division per group of ties, not per value.
             tie_runs(run.len(), |j| run[j].0 == run[j - 1].0, |i, j, _| {
                 let r = (start + i + 1 + start + j) as f64 / 2.0 / n;
                 for &(_, k) in &run[i..j] {
