@@ -157,7 +157,14 @@ fn check_all(x: &[f64], y: &[f64], d: usize) {
     };
     let cov_ref = naive2(x, y, d, |a, b| if a.len() < 2 { f64::NAN } else { naive_cov(a, b) });
     assert_close("cov", &run2(rolling::cov), &cov_ref, s * scale_of(y));
-    let corr_ref = naive2(x, y, d, |a, b| if a.len() < 2 { f64::NAN } else { naive_corr(a, b) });
+    // Two points always lie on a line: their correlation is ±1 (NaN if a side did not
+    // move), which the two-pass formula only approximates where the values are close.
+    let corr_ref = naive2(x, y, d, |a, b| match a.len() {
+        0 | 1 => f64::NAN,
+        2 if a[0] == a[1] || b[0] == b[1] => f64::NAN,
+        2 => ((a[1] - a[0]).signum() * (b[1] - b[0]).signum()),
+        _ => naive_corr(a, b),
+    });
     // Correlation of nearly constant windows is ill-conditioned; compare at 1e-6.
     let got = run2(rolling::corr);
     for (t, (g, w)) in got.iter().zip(&corr_ref).enumerate() {
@@ -353,4 +360,33 @@ fn scale_and_indneutralize_of_real_panels_match_per_date_sums() {
         // Dividing first would round differently in some cells (so the order is tested).
         assert!(reordered > 0, "scale({expr}, 0.3): no cell where the order matters");
     }
+}
+
+/// A two-day correlation is exactly +1 or −1 (two points lie on a line), NaN where either
+/// side did not move: on real panels, every cell, in both kernels. The running sums gave
+/// ±(1 − 2e-9) where the two days' prices were close, which breaks the ties that every
+/// `rank(correlation(x, y, 2))` shares.
+#[test]
+fn two_day_correlation_is_exactly_plus_or_minus_one() {
+    let data = common::sample();
+    let (close, volume) = (data.field("close").expect("close"), data.field("volume").expect("volume"));
+    let lanes = rolling::corr_panel(close, volume, 2);
+    let mut one = vec![0.0; data.n_dates()];
+    let mut signs = [0usize; 2];
+    for a in 0..data.n_assets() {
+        let (x, y) = (close.series(a), volume.series(a));
+        rolling::corr(x, y, 2, &mut one);
+        assert!(one[0].is_nan() && lanes.get(0, a).is_nan());
+        for t in 1..data.n_dates() {
+            let (dx, dy) = (x[t] - x[t - 1], y[t] - y[t - 1]);
+            let want = if dx.is_nan() || dy.is_nan() || dx == 0.0 || dy == 0.0 { f64::NAN } else { (dx * dy).signum() };
+            for (name, got) in [("lanes", lanes.get(t, a)), ("one-asset", one[t])] {
+                assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{name}, asset {a}, day {t}: {got} vs {want}");
+            }
+            if want.is_finite() {
+                signs[usize::from(want > 0.0)] += 1;
+            }
+        }
+    }
+    assert!(signs[0] > 1000 && signs[1] > 1000, "both signs occur: {signs:?}");
 }

@@ -316,7 +316,32 @@ pub fn cov(x: &[f64], y: &[f64], d: usize, out: &mut [f64]) {
 
 /// Pearson correlation; NaN when either side has zero variance in the window.
 pub fn corr(x: &[f64], y: &[f64], d: usize, out: &mut [f64]) {
+    if d == 2 {
+        return corr2(x, y, out);
+    }
     pair_windows(x, y, d, out, corr_of);
+}
+
+/// Correlation over two days, exactly: two points always lie on a line, so it is +1 or
+/// −1 by whether the two series moved the same way, NaN where either did not move or a
+/// value is missing. (The running sums gave ±(1 − 2e-9) where the two days' values were
+/// close, which breaks the ties every 2-day correlation shares; the sign of a difference
+/// of two floats is exact.)
+fn corr2(x: &[f64], y: &[f64], out: &mut [f64]) {
+    let (x, y) = (&x[..out.len()], &y[..out.len()]);
+    if let Some(o) = out.first_mut() {
+        *o = f64::NAN;
+    }
+    for (t, o) in out.iter_mut().enumerate().skip(1) {
+        let (dx, dy) = (x[t] - x[t - 1], y[t] - y[t - 1]);
+        *o = if !(dx.is_finite() && dy.is_finite()) || dx == 0.0 || dy == 0.0 {
+            f64::NAN
+        } else if (dx > 0.0) == (dy > 0.0) {
+            1.0
+        } else {
+            -1.0
+        };
+    }
 }
 
 /// [`cov`] of every asset of two panels, eight assets at a time ([`lanes`]).
@@ -334,9 +359,17 @@ pub fn ts_rank_panel(x: &Panel, d: usize) -> Panel {
     lanes::ts_rank_panel(x, d)
 }
 
-/// [`corr`] of every asset of two panels, eight assets at a time ([`lanes`]).
+/// [`corr`] of every asset of two panels, eight assets at a time ([`lanes`]); over two
+/// days, asset by asset ([`corr2`]).
 pub fn corr_panel(x: &Panel, y: &Panel, d: usize) -> Panel {
-    lanes::pair_panel::<true>(x, y, d)
+    if d != 2 {
+        return lanes::pair_panel::<true>(x, y, d);
+    }
+    let mut out = Panel::scratch(x.n_dates(), x.n_assets());
+    if x.n_dates() > 0 {
+        out.par_series_mut().enumerate().for_each(|(a, o)| corr2(x.series(a), y.series(a), o));
+    }
+    out
 }
 
 /// Which statistic a monotonic-deque pass returns.
