@@ -9,7 +9,8 @@ in extended precision, no running sums), every metric by its textbook formula. I
 * every operator on real fields, cell by cell (NaN pattern exactly, values to 1e-9
   relative), on inputs chosen so that the edge cases occur (exact zeros, ties, constant
   windows, negative bases, overflow, stocks not yet listed);
-* every metric of four signals over the whole data and over a START:END period;
+* every metric of four signals over the whole data and over a START:END period, and of
+  two of them with a 5-day label and a 20 bps cost;
 * every alpha of a seed file (alpha101), whole, through a small parser of the notation.
   Where one differs, its sub-expressions are compared innermost first: the difference must
   start at a discontinuous operator (rank, ts_rank, arg-extremes, sign, comparisons,
@@ -317,10 +318,10 @@ def cases(w, groups):
         ]
 
 
-def ours(binary, data, expr, period="all"):
+def ours(binary, data, expr, period="all", extra=()):
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "sig.parquet"
-        p = subprocess.run([binary, "eval", "--data", str(data), "--period", period, "--json", "--dump", str(out), expr], capture_output=True, text=True)
+        p = subprocess.run([binary, "eval", "--data", str(data), "--period", period, "--json", "--dump", str(out), *extra, expr], capture_output=True, text=True)
         if p.returncode != 0:
             raise RuntimeError(f"alphaloop eval {expr!r} failed: {p.stderr.strip()}")
         df = pl.read_parquet(out)
@@ -375,8 +376,8 @@ def mean_sd(v):
     return v.mean(), (v.std(ddof=1) if len(v) > 1 else NAN)
 
 
-def metrics(sig, close, t0, t1, cost_bps=5.0, min_stocks=20):
-    lab = label(close, t0, t1, 1)
+def metrics(sig, close, t0, t1, h=1, cost_bps=5.0, min_stocks=20):
+    lab = label(close, t0, t1, h)
     ics, rics, net, turns, distinct, quint = [], [], [], [], [], []
     n_assets = sig.shape[1]
     book = np.zeros(n_assets)
@@ -417,8 +418,8 @@ def metrics(sig, close, t0, t1, cost_bps=5.0, min_stocks=20):
     m["rank_ic"], rsd = mean_sd(rics)
     m["rank_icir"] = m["rank_ic"] / rsd
     mu, nsd = mean_sd(net)
-    m["ann_return"] = mu * 252
-    m["sharpe"] = mu / nsd * math.sqrt(252)
+    m["ann_return"] = mu * 252 / h
+    m["sharpe"] = mu / nsd * math.sqrt(252 / h)
     cum = np.cumsum(net)
     m["max_drawdown"] = float((cum - np.maximum.accumulate(cum)).min())
     m["turnover"] = float(np.mean(turns))
@@ -772,6 +773,12 @@ def main():
             df, got = ours(a.alphaloop, a.data, expr, period)
             bad += compare_metrics(expr, period, got, metrics(signal(df), w["close"], t0, t1))
             m += 1
+    # The label's horizon and the cost are settings.
+    for expr in ["-delta(close, 5)", "close > open"]:
+        period, t0, t1 = periods[1]
+        df, got = ours(a.alphaloop, a.data, expr, period, ["--horizon", "5", "--cost-bps", "20"])
+        bad += compare_metrics(f"{expr} --horizon 5 --cost-bps 20", period, got, metrics(signal(df), w["close"], t0, t1, h=5, cost_bps=20.0))
+        m += 1
     print(f"metrics: {m} (signal, period) pairs compared")
     report = check_formulas(a.alphaloop, a.data, a.seeds, w, groups, signal)
     equal = sum(1 for r in report if r[1] is None)
