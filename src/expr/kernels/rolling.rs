@@ -328,19 +328,13 @@ pub fn corr(x: &[f64], y: &[f64], d: usize, out: &mut [f64]) {
 /// close, which breaks the ties every 2-day correlation shares; the sign of a difference
 /// of two floats is exact.)
 fn corr2(x: &[f64], y: &[f64], out: &mut [f64]) {
-    let (x, y) = (&x[..out.len()], &y[..out.len()]);
-    if let Some(o) = out.first_mut() {
-        *o = f64::NAN;
-    }
-    for (t, o) in out.iter_mut().enumerate().skip(1) {
-        let (dx, dy) = (x[t] - x[t - 1], y[t] - y[t - 1]);
-        *o = if !(dx.is_finite() && dy.is_finite()) || dx == 0.0 || dy == 0.0 {
-            f64::NAN
-        } else if (dx > 0.0) == (dy > 0.0) {
-            1.0
-        } else {
-            -1.0
-        };
+    let Some((first, rest)) = out.split_first_mut() else { return };
+    *first = f64::NAN;
+    for ((o, x), y) in rest.iter_mut().zip(x.windows(2)).zip(y.windows(2)) {
+        let (dx, dy) = (x[1] - x[0], y[1] - y[0]);
+        // signum keeps NaN (a missing value); a select, not a branch: the signs are random.
+        let r = dx.signum() * dy.signum();
+        *o = if (dx == 0.0) | (dy == 0.0) { f64::NAN } else { r };
     }
 }
 
