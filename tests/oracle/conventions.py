@@ -760,6 +760,25 @@ def main():
         df, _ = ours(a.alphaloop, a.data, expr)
         bad += compare(expr, signal(df), fn())
         n += 1
+    # A mined alpha's name as an input (`alpha:ID`, resolved in the seed file).
+    seeds = {x["id"]: x["formula"] for x in tomllib.loads(Path(a.seeds).read_text())["alpha"]}
+    expr = "rank(alpha:alpha101_101) - alpha:alpha101_012"
+    df, _ = ours(a.alphaloop, a.data, expr, extra=["--alphas", a.seeds])
+    ref = lambda i: Formula(seeds[i], w, groups).value()
+    bad += compare(expr, signal(df), rank(ref("alpha101_101")) - ref("alpha101_012"))
+    # Groups from a user's `symbol,group` file: here by the symbol's first letter, with
+    # groups of one stock (neutralised to exactly 0) and stocks left out (NaN).
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "groups.csv"
+        mine = {s_: s_[0] for s_ in syms[:-3]}
+        path.write_text("symbol,group\n" + "".join(f"{k},{v}\n" for k, v in mine.items()))
+        expr = "indneutralize(returns, IndClass.industry)"
+        df, _ = ours(a.alphaloop, a.data, expr, extra=["--groups", str(path)])
+        g = np.array([mine.get(s_) for s_ in syms], dtype=object)
+        want = indneutralize(w["returns"], g)
+        want[:, g == None] = NAN  # noqa: E711 (elementwise)
+        bad += compare(f"{expr} --groups", signal(df), want)
+    n += 2
     print(f"operators: {n} expressions compared cell by cell on {len(dates)} dates x {len(syms)} stocks")
 
     periods = [("all", 0, len(dates) - 1)]
