@@ -35,6 +35,29 @@ fn eval_reports_expression_errors_with_a_caret() {
     assert!(err.contains("\n             ^^^^^"), "{err}");
 }
 
+/// The label's horizon and gap are settings (conventions.md); a horizon of 0 days or a
+/// gap past a year are refused by name, not clamped.
+#[test]
+fn label_horizon_and_gap_are_settings() {
+    let data = sample_arg();
+    let ic = |flags: &[&str]| {
+        let args = [&["eval", "--data", &data, "--period", "all", "--json"], flags, &["-1 * delta(close, 5)"]].concat();
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).expect("json")["ic"].as_f64().expect("ic")
+    };
+    let base = ic(&[]);
+    assert_eq!(base, ic(&["--gap", "1", "--horizon", "1"]), "the defaults are gap 1, horizon 1");
+    // A 5-day reversal signal scored from the same close (gap 0) sees its own last day.
+    let (same_close, two_days) = (ic(&["--gap", "0"]), ic(&["--gap", "2"]));
+    assert!(same_close != base && two_days != base && same_close != two_days, "{same_close} {base} {two_days}");
+    for (flag, value) in [("--horizon", "0"), ("--gap", "251"), ("--gap", "-1")] {
+        let (code, _, err) = run(&["eval", "--data", &data, flag, value, "close"]);
+        assert_eq!(code, 2, "{flag} {value}: {err}");
+        assert!(err.contains(flag), "{flag} {value}: {err}");
+    }
+}
+
 #[test]
 fn missing_data_is_explained() {
     let (code, _, err) = run(&["eval", "--data", "/no/such/file.parquet", "close"]);

@@ -36,9 +36,14 @@ pub struct EvalArgs {
     /// Cost per unit of turnover in basis points (default 5, or the config's).
     #[arg(long)]
     pub cost_bps: Option<f64>,
-    /// Label horizon in days.
-    #[arg(long, default_value_t = 1)]
-    pub horizon: usize,
+    /// Label horizon h in days: the label is the return from close(t + gap) to
+    /// close(t + gap + h).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub horizon: u64,
+    /// Days between the signal's close and the label's start (1: trade at the next close;
+    /// 0 trades at the signal's own close, which the conventions avoid on purpose).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(0..=250))]
+    pub gap: u64,
     /// Alpha definitions that `alpha:ID` may refer to (default: alpha_kb/seeds/alpha101.toml).
     #[arg(long)]
     pub alphas: Option<PathBuf>,
@@ -81,7 +86,8 @@ pub fn run(args: EvalArgs, cfg: &Config) -> Result<i32> {
     let data = load_data(&args.data, cfg, args.json)?;
     let splits = cfg.splits.clone().unwrap_or_default();
     let mcfg = MetricsConfig {
-        horizon: args.horizon.max(1),
+        horizon: args.horizon as usize,
+        gap: args.gap as usize,
         cost_bps: args.cost_bps.or(cfg.cost_bps).unwrap_or(5.0),
         ..MetricsConfig::default()
     };

@@ -10,7 +10,7 @@ in extended precision, no running sums), every metric by its textbook formula. I
   relative), on inputs chosen so that the edge cases occur (exact zeros, ties, constant
   windows, negative bases, overflow, stocks not yet listed);
 * every metric of four signals over the whole data and over a START:END period, and of
-  two of them with a 5-day label and a 20 bps cost;
+  two of them with other label horizons, gaps and costs;
 * every alpha of a seed file (alpha101), whole, through a small parser of the notation.
   Where one differs, its sub-expressions are compared innermost first: the difference must
   start at a discontinuous operator (rank, ts_rank, arg-extremes, sign, comparisons,
@@ -376,8 +376,8 @@ def mean_sd(v):
     return v.mean(), (v.std(ddof=1) if len(v) > 1 else NAN)
 
 
-def metrics(sig, close, t0, t1, h=1, cost_bps=5.0, min_stocks=20):
-    lab = label(close, t0, t1, h)
+def metrics(sig, close, t0, t1, h=1, cost_bps=5.0, min_stocks=20, gap=1):
+    lab = label(close, t0, t1, h, gap)
     ics, rics, net, turns, distinct, quint = [], [], [], [], [], []
     n_assets = sig.shape[1]
     book = np.zeros(n_assets)
@@ -430,7 +430,7 @@ def metrics(sig, close, t0, t1, h=1, cost_bps=5.0, min_stocks=20):
     qr = np.array(quint)
     m["quintile_returns"] = list(qr.mean(axis=0))
     for hz in (5, 10, 20):
-        lh = label(close, t0, t1, hz)
+        lh = label(close, t0, t1, hz, gap)
         vals = []
         for t in range(t0, t1 + 1):
             ok = np.isfinite(sig[t]) & np.isfinite(lh[t])
@@ -792,12 +792,14 @@ def main():
             df, got = ours(a.alphaloop, a.data, expr, period)
             bad += compare_metrics(expr, period, got, metrics(signal(df), w["close"], t0, t1))
             m += 1
-    # The label's horizon and the cost are settings.
+    # The label's horizon and gap and the cost are settings.
     for expr in ["-delta(close, 5)", "close > open"]:
-        period, t0, t1 = periods[1]
-        df, got = ours(a.alphaloop, a.data, expr, period, ["--horizon", "5", "--cost-bps", "20"])
-        bad += compare_metrics(f"{expr} --horizon 5 --cost-bps 20", period, got, metrics(signal(df), w["close"], t0, t1, h=5, cost_bps=20.0))
-        m += 1
+        for h, gap, cost in [(5, 1, 20.0), (1, 0, 5.0), (3, 2, 5.0)]:
+            period, t0, t1 = periods[1]
+            flags = ["--horizon", str(h), "--gap", str(gap), "--cost-bps", str(cost)]
+            df, got = ours(a.alphaloop, a.data, expr, period, flags)
+            bad += compare_metrics(f"{expr} {' '.join(flags)}", period, got, metrics(signal(df), w["close"], t0, t1, h=h, cost_bps=cost, gap=gap))
+            m += 1
     print(f"metrics: {m} (signal, period) pairs compared")
     report = check_formulas(a.alphaloop, a.data, a.seeds, w, groups, signal)
     equal = sum(1 for r in report if r[1] is None)
