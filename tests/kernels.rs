@@ -162,7 +162,7 @@ fn check_all(x: &[f64], y: &[f64], d: usize) {
     let corr_ref = naive2(x, y, d, |a, b| match a.len() {
         0 | 1 => f64::NAN,
         2 if a[0] == a[1] || b[0] == b[1] => f64::NAN,
-        2 => ((a[1] - a[0]).signum() * (b[1] - b[0]).signum()),
+        2 => (a[1] - a[0]).signum() * (b[1] - b[0]).signum(),
         _ => naive_corr(a, b),
     });
     // Correlation of nearly constant windows is ill-conditioned; compare at 1e-6.
