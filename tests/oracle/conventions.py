@@ -713,6 +713,7 @@ def check_formulas(binary, data, path, w, groups, signal, tol=1e-9):
     for s in seeds:
         if re.search(r"\bcap\b", s["formula"]):
             continue
+        cache.clear()  # one alpha's sub-expressions at a time (full-data panels are 19 MB)
         root = Formula(s["formula"], w, groups).tree()
         want = np.broadcast_to(np.asarray(root.value, dtype=float), w["close"].shape)
         got = ours_of(root.text)
@@ -733,7 +734,7 @@ def check_formulas(binary, data, path, w, groups, signal, tol=1e-9):
         gn, wn = np.isnan(got), np.isnan(want)
         both = ~gn & ~wn
         err = np.abs(got[both] - want[both]) > tol * np.maximum(np.abs(want[both]), 1e-3 * max(np.abs(want[both]).max(initial=0), 1e-300))
-        out.append((s["id"], first, explained, float(err.sum() + (gn != wn).sum()) / got.size, float((gn != wn).mean())))
+        out.append((s["id"], Node(first.op, first.text, None), explained, float(err.sum() + (gn != wn).sum()) / got.size, float((gn != wn).mean())))
     return out
 
 def main():
@@ -746,13 +747,14 @@ def main():
     w, dates, syms, groups = load(a.data)
     bad = []
 
+    date_at = pl.DataFrame({"date": dates, "t": np.arange(len(dates))})
+    sym_at = pl.DataFrame({"symbol": syms, "a": np.arange(len(syms))})
+
     def signal(df):
+        """A dumped long-format signal as a dates x symbols panel (NaN where absent)."""
         got = np.full((len(dates), len(syms)), NAN)
-        di = {d: i for i, d in enumerate(dates)}
-        si = {s: i for i, s in enumerate(syms)}
-        rows = df.filter(pl.col("value").is_not_null())
-        for d, s, x in zip(rows["date"].to_list(), rows["symbol"].to_list(), rows["value"].to_list()):
-            got[di[d], si[s]] = x
+        rows = df.filter(pl.col("value").is_not_null()).join(date_at, on="date").join(sym_at, on="symbol")
+        got[rows["t"].to_numpy(), rows["a"].to_numpy()] = rows["value"].to_numpy()
         return got
 
     n = 0
