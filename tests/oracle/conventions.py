@@ -87,12 +87,17 @@ def windows(x, d):
     return v, np.isfinite(v).all(axis=2)
 
 
+CHUNK = 16  # assets per slice of window computations (bounds memory on the full data)
+
+
 def rolling(x, d, fn):
+    """fn over every window of d days of each asset; NaN unless all d values are finite."""
     out = np.full_like(x, NAN)
-    v, ok = windows(x, d)
-    with np.errstate(all="ignore"):
-        r = fn(v)
-    out[d - 1:] = np.where(ok, r, NAN)
+    for a in range(0, x.shape[1], CHUNK):
+        v, ok = windows(x[:, a:a + CHUNK], d)
+        with np.errstate(all="ignore"):
+            r = fn(v)
+        out[d - 1:, a:a + CHUNK] = np.where(ok, r, NAN)
     return finite_or_nan(out)
 
 
@@ -118,11 +123,12 @@ def ts_std(x, d):
 
 def rolling2(x, y, d, fn):
     out = np.full_like(x, NAN)
-    vx, okx = windows(x, d)
-    vy, oky = windows(y, d)
-    with np.errstate(all="ignore"):
-        r = fn(vx, vy)
-    out[d - 1:] = np.where(okx & oky, r, NAN)
+    for a in range(0, x.shape[1], CHUNK):
+        vx, okx = windows(x[:, a:a + CHUNK], d)
+        vy, oky = windows(y[:, a:a + CHUNK], d)
+        with np.errstate(all="ignore"):
+            r = fn(vx, vy)
+        out[d - 1:, a:a + CHUNK] = np.where(okx & oky, r, NAN)
     return finite_or_nan(out)
 
 
@@ -670,10 +676,10 @@ def tie_cells(node):
     if op in ("ts_rank", "ts_argmax", "ts_argmin"):
         d = int(math.floor(float(node.children[1].value)))
         out = np.zeros(x.shape, dtype=bool)
-        v, _ = windows(x, d)
-        key = v[:, :, -1] if op == "ts_rank" else (v.max(axis=2) if op == "ts_argmax" else v.min(axis=2))
-        hits = near(v, key[:, :, None], scale).sum(axis=2)
-        out[d - 1:] = hits >= 2  # the key and another value of its window
+        for a in range(0, x.shape[1], CHUNK):
+            v, _ = windows(x[:, a:a + CHUNK], d)
+            key = v[:, :, -1] if op == "ts_rank" else (v.max(axis=2) if op == "ts_argmax" else v.min(axis=2))
+            out[d - 1:, a:a + CHUNK] = near(v, key[:, :, None], scale).sum(axis=2) >= 2  # the key and another
         return out
     if op == "sign":
         return near(x, 0.0, scale)
@@ -683,10 +689,10 @@ def tie_cells(node):
         d = int(math.floor(float(node.children[2].value)))
         out = np.zeros(x.shape, dtype=bool)
         for side in args[:2]:
-            v, _ = windows(side, d)
-            with np.errstate(all="ignore"):
-                flat = np.ptp(v, axis=2) <= NEAR * np.max(np.abs(v), axis=2)
-            out[d - 1:] |= flat
+            for a in range(0, x.shape[1], CHUNK):
+                v, _ = windows(side[:, a:a + CHUNK], d)
+                with np.errstate(all="ignore"):
+                    out[d - 1:, a:a + CHUNK] |= np.ptp(v, axis=2) <= NEAR * np.max(np.abs(v), axis=2)
         return out
     return None
 
