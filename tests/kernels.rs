@@ -22,13 +22,21 @@ fn all_equal(w: &[f64]) -> bool {
     w.iter().all(|v| *v == w[0])
 }
 
+/// Deviations from the mean, computed around the window's first value: the same numbers
+/// in exact arithmetic, and exact where the values are close (their differences are),
+/// where a plain two-pass mean of values differing in their last bits is off by as much as
+/// the deviations themselves.
+fn deviations(w: &[f64]) -> Vec<f64> {
+    let o = w[0];
+    let m = w.iter().map(|v| v - o).sum::<f64>() / w.len() as f64;
+    w.iter().map(|v| v - o - m).collect()
+}
+
 fn naive_var(w: &[f64]) -> f64 {
     if all_equal(w) {
         return 0.0;
     }
-    let n = w.len() as f64;
-    let m = w.iter().sum::<f64>() / n;
-    w.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - 1.0)
+    deviations(w).iter().map(|u| u * u).sum::<f64>() / (w.len() as f64 - 1.0)
 }
 
 fn naive(x: &[f64], d: usize, f: impl Fn(&[f64]) -> f64) -> Vec<f64> {
@@ -48,9 +56,7 @@ fn naive_cov(a: &[f64], b: &[f64]) -> f64 {
     if all_equal(a) || all_equal(b) {
         return 0.0;
     }
-    let n = a.len() as f64;
-    let (ma, mb) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
-    a.iter().zip(b).map(|(x, y)| (x - ma) * (y - mb)).sum::<f64>() / (n - 1.0)
+    deviations(a).iter().zip(deviations(b)).map(|(u, v)| u * v).sum::<f64>() / (a.len() as f64 - 1.0)
 }
 
 fn naive_corr(a: &[f64], b: &[f64]) -> f64 {
@@ -119,7 +125,7 @@ fn check_all(x: &[f64], y: &[f64], d: usize) {
         &run(rolling::zscore),
         &naive(x, d, |w| {
             let sd = if w.len() < 2 { f64::NAN } else { naive_var(w).sqrt() };
-            if sd > 0.0 { (w[w.len() - 1] - w.iter().sum::<f64>() / dn) / sd } else { f64::NAN }
+            if sd > 0.0 { deviations(w)[w.len() - 1] / sd } else { f64::NAN }
         }),
         1e3,
     );

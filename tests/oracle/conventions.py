@@ -117,8 +117,17 @@ def ts_mean(x, d):
     return rolling(x, d, lambda v: fsum(v) / d)
 
 
+def dev(v):
+    """Each window's deviations from its mean, in extended precision (x87 long double where
+    numpy has it) and around the window's first value: the same numbers in exact
+    arithmetic, and exact where the values are close (their differences are), where a
+    mean of values that differ in their last bits is off by as much as the deviations."""
+    u = v.astype(np.longdouble) - v[:, :, :1]
+    return u - u.mean(axis=2, keepdims=True)
+
+
 def ts_std(x, d):
-    return rolling(x, d, lambda v: np.sqrt(((v - v.mean(axis=2, keepdims=True)) ** 2).sum(axis=2) / (d - 1)))
+    return rolling(x, d, lambda v: np.sqrt((dev(v) ** 2).sum(axis=2) / (d - 1)).astype(float))
 
 
 def rolling2(x, y, d, fn):
@@ -133,12 +142,7 @@ def rolling2(x, y, d, fn):
 
 
 def co(vx, vy):
-    """Deviations from the window means, in extended precision (x87 long double where numpy
-    has it): a double mean of two close values is off by half an ulp, enough to move a
-    two-day correlation off ±1 by 4e-9."""
-    vx, vy = vx.astype(np.longdouble), vy.astype(np.longdouble)
-    dx, dy = vx - vx.mean(axis=2, keepdims=True), vy - vy.mean(axis=2, keepdims=True)
-    return dx, dy
+    return dev(vx), dev(vy)
 
 
 def ts_cov(x, y, d):
@@ -312,7 +316,7 @@ def cases(w, groups):
             ("ts_rank(volume, 10)", lambda: ts_rank(v, 10)),
             ("ts_rank(sign(returns), 5)", lambda: ts_rank(sgn, 5)),
             ("decay_linear(returns, 10)", lambda: decay_linear(r, 10)),
-            ("ts_zscore(close, 5)", lambda: rolling(c, 5, lambda x: np.where(np.ptp(x, axis=2) == 0, NAN, (x[:, :, -1] - x.mean(axis=2)) / x.std(axis=2, ddof=1)))),
+            ("ts_zscore(close, 5)", lambda: rolling(c, 5, lambda x: np.where(np.ptp(x, axis=2) == 0, NAN, (dev(x)[:, :, -1] / np.sqrt((dev(x) ** 2).sum(axis=2) / 4)).astype(float)))),
             ("ts_ffill(delta(close, 1) == 0 ? returns / 0 : close, 3)", lambda: ts_ffill(np.where(dc == 0, NAN, np.where(np.isnan(dc), NAN, c)), 3)),
             ("rank(close)", lambda: rank(c)),
             ("rank(sign(returns))", lambda: rank(sgn)),

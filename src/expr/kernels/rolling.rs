@@ -129,7 +129,7 @@ fn run_len(x: &[f64], t: usize, prev: usize) -> usize {
 }
 
 /// Walks the valid windows keeping the window mean and sample variance (ddof = 1):
-/// `f(t, mean, var)`. Sums are anchored near the mean and refreshed once per window; a
+/// `f(t, x[t] − mean, var)`. Sums are anchored near the mean and refreshed once per window; a
 /// window of identical values has variance exactly 0, and one whose values are equal up
 /// to rounding noise is recomputed exactly (see [`ILL_CONDITIONED`]).
 fn mean_var(x: &[f64], d: usize, out: &mut [f64], mut f: impl FnMut(usize, f64, f64) -> f64) {
@@ -148,12 +148,14 @@ fn mean_var(x: &[f64], d: usize, out: &mut [f64], mut f: impl FnMut(usize, f64, 
         }
         let var = (s2 - s1 * s1 / dn) / (dn - 1.0);
         if constant {
-            f(t, w[0], 0.0)
+            f(t, 0.0, 0.0)
         } else if var * (dn - 1.0) <= ILL_CONDITIONED * (s2 + dn * k * k) {
-            let m = w.iter().sum::<f64>() / dn;
-            f(t, m, exact_var(w.iter()))
+            // Around the window's first value, as `exact_var`.
+            let o = w[0];
+            let m = w.iter().map(|v| v - o).sum::<f64>() / dn;
+            f(t, x[t] - o - m, exact_var(w.iter()))
         } else {
-            f(t, k + s1 / dn, var.max(0.0))
+            f(t, x[t] - (k + s1 / dn), var.max(0.0))
         }
     });
 }
@@ -168,26 +170,34 @@ pub fn std(x: &[f64], d: usize, out: &mut [f64]) {
 }
 
 /// Below this ratio of (d − 1)·variance to the window's sum of squares, the values are
-/// equal up to rounding noise (a spread under ~3e-5 of their magnitude), where running
-/// sums cannot be trusted; the window is then recomputed exactly (two passes). Real
-/// prices, volumes and ranks are orders of magnitude above it, so this stays rare.
-const ILL_CONDITIONED: f64 = 1e-9;
+/// close enough (a spread under ~1e-3 of their magnitude) that running sums lose more
+/// than 1e-10 of the variance to cancellation; the window is then recomputed exactly
+/// (two passes around one of its values). Measured on the full data: a 1e-9 ratio left
+/// `ts_std` and `ts_corr` off by up to 1e-8 relative in such windows.
+const ILL_CONDITIONED: f64 = 1e-6;
 
 /// Two-pass sample variance (ddof = 1) of a window's values (an iterator, so that eight
-/// interleaved lanes can pass one lane's values).
+/// interleaved lanes can pass one lane's values), around the window's first value: in the
+/// windows that come here (values within ~1e-3 of each other, see [`ILL_CONDITIONED`])
+/// subtracting one of them is exact (Sterbenz), so the deviations are exact small
+/// numbers, where a mean of values that differ in their last bits is off by as much as
+/// the deviations themselves.
 fn exact_var<'a>(w: impl Iterator<Item = &'a f64> + Clone) -> f64 {
+    let o = w.clone().next().copied().unwrap_or(0.0);
     let n = w.clone().count() as f64;
-    let m = w.clone().sum::<f64>() / n;
-    w.map(|v| (v - m) * (v - m)).sum::<f64>() / (n - 1.0)
+    let m = w.clone().map(|v| v - o).sum::<f64>() / n;
+    w.map(|v| (v - o - m) * (v - o - m)).sum::<f64>() / (n - 1.0)
 }
 
-/// Two-pass (cov, var_x, var_y), ddof = 1.
+/// Two-pass (cov, var_x, var_y), ddof = 1, around each side's first value (as
+/// [`exact_var`]: exact deviations where the values are close).
 fn exact_moments(x: &[f64], y: &[f64]) -> (f64, f64, f64) {
     let n = x.len() as f64;
-    let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
+    let (ox, oy) = (x.first().copied().unwrap_or(0.0), y.first().copied().unwrap_or(0.0));
+    let (mx, my) = (x.iter().map(|a| a - ox).sum::<f64>() / n, y.iter().map(|b| b - oy).sum::<f64>() / n);
     let (mut c, mut vx, mut vy) = (0.0, 0.0, 0.0);
     for (a, b) in x.iter().zip(y) {
-        let (u, v) = (a - mx, b - my);
+        let (u, v) = (a - ox - mx, b - oy - my);
         c += u * v;
         vx += u * u;
         vy += v * v;
@@ -505,7 +515,7 @@ pub fn zscore(x: &[f64], d: usize, out: &mut [f64]) {
         out.fill(f64::NAN);
         return;
     }
-    mean_var(x, d, out, |t, m, var| if var > 0.0 { (x[t] - m) / var.sqrt() } else { f64::NAN });
+    mean_var(x, d, out, |_, dev, var| if var > 0.0 { dev / var.sqrt() } else { f64::NAN });
 }
 
 /// The last finite value within the past d days including today (forward fill with a
