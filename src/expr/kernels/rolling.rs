@@ -129,10 +129,10 @@ fn run_len(x: &[f64], t: usize, prev: usize) -> usize {
 }
 
 /// Walks the valid windows keeping the window mean and sample variance (ddof = 1):
-/// `f(t, x[t] − mean, var)`. Sums are anchored near the mean and refreshed once per window; a
-/// window of identical values has variance exactly 0, and one whose values are equal up
-/// to rounding noise is recomputed exactly (see [`ILL_CONDITIONED`]).
-fn mean_var(x: &[f64], d: usize, out: &mut [f64], mut f: impl FnMut(usize, f64, f64) -> f64) {
+/// `f(x[t] − mean, var)`. Sums are anchored near the mean and refreshed once per window; a
+/// window of identical values has variance exactly 0, and one whose values are close is
+/// recomputed exactly (see [`ILL_CONDITIONED`]).
+fn mean_var(x: &[f64], d: usize, out: &mut [f64], mut f: impl FnMut(f64, f64) -> f64) {
     let (mut k, mut s1, mut s2) = (0.0, 0.0, 0.0);
     let dn = d as f64;
     windows(x, d, out, |t, refresh, constant| {
@@ -148,14 +148,14 @@ fn mean_var(x: &[f64], d: usize, out: &mut [f64], mut f: impl FnMut(usize, f64, 
         }
         let var = (s2 - s1 * s1 / dn) / (dn - 1.0);
         if constant {
-            f(t, 0.0, 0.0)
+            f(0.0, 0.0)
         } else if var * (dn - 1.0) <= ILL_CONDITIONED * (s2 + dn * k * k) {
             // Around the window's first value, as `exact_var`.
             let o = w[0];
             let m = w.iter().map(|v| v - o).sum::<f64>() / dn;
-            f(t, x[t] - o - m, exact_var(w.iter()))
+            f(x[t] - o - m, exact_var(w.iter()))
         } else {
-            f(t, x[t] - (k + s1 / dn), var.max(0.0))
+            f(x[t] - (k + s1 / dn), var.max(0.0))
         }
     });
 }
@@ -166,7 +166,7 @@ pub fn std(x: &[f64], d: usize, out: &mut [f64]) {
         out.fill(f64::NAN);
         return;
     }
-    mean_var(x, d, out, |_, _, var| var.sqrt());
+    mean_var(x, d, out, |_, var| var.sqrt());
 }
 
 /// Below this ratio of (d − 1)·variance to the window's sum of squares, the values are
@@ -515,7 +515,7 @@ pub fn zscore(x: &[f64], d: usize, out: &mut [f64]) {
         out.fill(f64::NAN);
         return;
     }
-    mean_var(x, d, out, |_, dev, var| if var > 0.0 { dev / var.sqrt() } else { f64::NAN });
+    mean_var(x, d, out, |dev, var| if var > 0.0 { dev / var.sqrt() } else { f64::NAN });
 }
 
 /// The last finite value within the past d days including today (forward fill with a
