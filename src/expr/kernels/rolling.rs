@@ -150,10 +150,8 @@ fn mean_var(x: &[f64], d: usize, out: &mut [f64], mut f: impl FnMut(f64, f64) ->
         if constant {
             f(0.0, 0.0)
         } else if var * (dn - 1.0) <= ILL_CONDITIONED * (s2 + dn * k * k) {
-            // Around the window's first value, as `exact_var`.
-            let o = w[0];
-            let m = w.iter().map(|v| v - o).sum::<f64>() / dn;
-            f(x[t] - o - m, exact_var(w.iter()))
+            let (m, var) = exact_var(w.iter());
+            f(x[t] - w[0] - m, var)
         } else {
             f(x[t] - (k + s1 / dn), var.max(0.0))
         }
@@ -176,17 +174,17 @@ pub fn std(x: &[f64], d: usize, out: &mut [f64]) {
 /// `ts_std` and `ts_corr` off by up to 1e-8 relative in such windows.
 const ILL_CONDITIONED: f64 = 1e-6;
 
-/// Two-pass sample variance (ddof = 1) of a window's values (an iterator, so that eight
-/// interleaved lanes can pass one lane's values), around the window's first value: in the
-/// windows that come here (values within ~1e-3 of each other, see [`ILL_CONDITIONED`])
-/// subtracting one of them is exact (Sterbenz), so the deviations are exact small
-/// numbers, where a mean of values that differ in their last bits is off by as much as
-/// the deviations themselves.
-fn exact_var<'a>(w: impl Iterator<Item = &'a f64> + Clone) -> f64 {
+/// Two-pass (mean − first value, sample variance with ddof = 1) of a window's values (an
+/// iterator, so that eight interleaved lanes can pass one lane's values), around the
+/// window's first value: in the windows that come here (values within ~1e-3 of each
+/// other, see [`ILL_CONDITIONED`]) subtracting one of them is exact (Sterbenz), so the
+/// deviations are exact small numbers, where a mean of values that differ in their last
+/// bits is off by as much as the deviations themselves.
+fn exact_var<'a>(w: impl Iterator<Item = &'a f64> + Clone) -> (f64, f64) {
     let o = w.clone().next().copied().unwrap_or(0.0);
     let n = w.clone().count() as f64;
     let m = w.clone().map(|v| v - o).sum::<f64>() / n;
-    w.map(|v| (v - o - m) * (v - o - m)).sum::<f64>() / (n - 1.0)
+    (m, w.map(|v| (v - o - m) * (v - o - m)).sum::<f64>() / (n - 1.0))
 }
 
 /// Two-pass (cov, var_x, var_y), ddof = 1, around each side's first value (as

@@ -149,7 +149,7 @@ mod avx512 {
                         // SAFETY: stores W values into an array of W.
                         unsafe { _mm512_storeu_pd(v.as_mut_ptr(), sd) };
                         for l in (0..W).filter(|l| exact >> l & 1 == 1) {
-                            v[l] = exact_var(x[(t + 1 - d) * W + l..(t + 1) * W].iter().step_by(W)).sqrt();
+                            v[l] = exact_var(x[(t + 1 - d) * W + l..(t + 1) * W].iter().step_by(W)).1.sqrt();
                         }
                         // SAFETY: loads W values from an array of W.
                         unsafe { _mm512_loadu_pd(v.as_ptr()) }
