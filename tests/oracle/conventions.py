@@ -90,15 +90,19 @@ def windows(x, d):
 CHUNK = 16  # assets per slice of window computations (bounds memory on the full data)
 
 
+def over_windows(xs, d, fn, fill=NAN):
+    """fn(each input's d-day windows, where all of them are finite), CHUNK assets at a time,
+    written at each window's last day; `fill` before the first full window."""
+    out = np.full_like(xs[0], fill, dtype=np.asarray(fill).dtype)
+    for a in range(0, xs[0].shape[1], CHUNK):
+        views = [windows(x[:, a:a + CHUNK], d) for x in xs]
+        out[d - 1:, a:a + CHUNK] = fn([v for v, _ in views], np.logical_and.reduce([ok for _, ok in views]))
+    return out
+
+
 def rolling(x, d, fn):
     """fn over every window of d days of each asset; NaN unless all d values are finite."""
-    out = np.full_like(x, NAN)
-    for a in range(0, x.shape[1], CHUNK):
-        v, ok = windows(x[:, a:a + CHUNK], d)
-        with np.errstate(all="ignore"):
-            r = fn(v)
-        out[d - 1:, a:a + CHUNK] = np.where(ok, r, NAN)
-    return finite_or_nan(out)
+    return finite_or_nan(over_windows([x], d, lambda v, ok: np.where(ok, fn(v[0]), NAN)))
 
 
 def fsum(v):
@@ -131,23 +135,12 @@ def ts_std(x, d):
 
 
 def rolling2(x, y, d, fn):
-    out = np.full_like(x, NAN)
-    for a in range(0, x.shape[1], CHUNK):
-        vx, okx = windows(x[:, a:a + CHUNK], d)
-        vy, oky = windows(y[:, a:a + CHUNK], d)
-        with np.errstate(all="ignore"):
-            r = fn(vx, vy)
-        out[d - 1:, a:a + CHUNK] = np.where(okx & oky, r, NAN)
-    return finite_or_nan(out)
-
-
-def co(vx, vy):
-    return dev(vx), dev(vy)
+    return finite_or_nan(over_windows([x, y], d, lambda v, ok: np.where(ok, fn(*v), NAN)))
 
 
 def ts_cov(x, y, d):
     def f(vx, vy):
-        dx, dy = co(vx, vy)
+        dx, dy = dev(vx), dev(vy)
         # A constant side has covariance exactly 0 (a two-pass mean of equal values can be
         # an ulp off them, leaving ±1e-17 noise that would break ties further up).
         const = (np.ptp(vx, axis=2) == 0) | (np.ptp(vy, axis=2) == 0)
@@ -157,7 +150,7 @@ def ts_cov(x, y, d):
 
 def ts_corr(x, y, d):
     def f(vx, vy):
-        dx, dy = co(vx, vy)
+        dx, dy = dev(vx), dev(vy)
         const = (np.ptp(vx, axis=2) == 0) | (np.ptp(vy, axis=2) == 0)
         r = (dx * dy).sum(axis=2) / np.sqrt((dx * dx).sum(axis=2) * (dy * dy).sum(axis=2))
         return np.where(const, NAN, r.astype(float))
@@ -338,6 +331,17 @@ def ours(binary, data, expr, period="all", extra=()):
     return df, json.loads(p.stdout)
 
 
+def value_errors(got, want):
+    """Per cell finite on both sides, the difference relative to the oracle's value, except
+    for values under 1 % of the panel's largest, which are held to 1e-11 of that instead: a
+    value near zero computed by cancellation (a correlation of 4e-5 between two nearly flat
+    series) carries that much absolute noise. Returns (mask of those cells, errors)."""
+    both = ~np.isnan(got) & ~np.isnan(want)
+    g, x = got[both], want[both]
+    scale_ = max(np.abs(x).max(initial=0), 1e-300)
+    return both, np.abs(g - x) / np.maximum(np.abs(x), 1e-2 * scale_)
+
+
 def compare(expr, got, want, tol=1e-9):
     """Mismatch descriptions (empty when equal)."""
     gn, wn = np.isnan(got), np.isnan(want)
@@ -345,17 +349,10 @@ def compare(expr, got, want, tol=1e-9):
     if (gn != wn).any():
         t, a = np.argwhere(gn != wn)[0]
         bad.append(f"{expr}: NaN pattern differs in {(gn != wn).sum()} cells, first at date {t} asset {a}: alphaloop {got[t, a]!r}, oracle {want[t, a]!r}")
-    both = ~gn & ~wn
-    if both.any():
-        g, x = got[both], want[both]
-        # Relative, except for values under 1 % of the panel's largest, which are held to
-        # 1e-11 of that instead: a value near zero computed by cancellation (a correlation
-        # of 4e-5 between two nearly flat series) carries that much absolute noise.
-        scale_ = max(np.abs(x).max(), 1e-300)
-        err = np.abs(g - x) / np.maximum(np.abs(x), 1e-2 * scale_)
-        if err.max() > tol:
-            i = err.argmax()
-            bad.append(f"{expr}: {(err > tol).sum()} cells differ by more than {tol:g} (relative), worst alphaloop {g[i]!r} vs oracle {x[i]!r}")
+    both, err = value_errors(got, want)
+    if err.size and err.max() > tol:
+        i = err.argmax()
+        bad.append(f"{expr}: {(err > tol).sum()} cells differ by more than {tol:g} (relative), worst alphaloop {got[both][i]!r} vs oracle {want[both][i]!r}")
     return bad
 
 
@@ -363,7 +360,6 @@ def compare(expr, got, want, tol=1e-9):
 def label(close, t0, t1, h, gap=1):
     """Forward return from close(t+gap) to close(t+gap+h) for dates t0..=t1; NaN where it
     needs a price after t1 (no label crosses the period's end)."""
-    T = close.shape[0]
     out = np.full_like(close, NAN)
     for t in range(t0, t1 + 1):
         if t + gap + h <= t1:
@@ -641,19 +637,6 @@ def call(name, args, groups):
     raise ValueError(f"operator {name} not in the oracle")
 
 
-def daily_agreement(got, want):
-    """Mean over dates of the cross-sectional Pearson correlation of two panels (cells finite
-    in both), the measure of how far apart two alphas are where cells differ."""
-    cs = []
-    for g, x in zip(got, want):
-        ok = np.isfinite(g) & np.isfinite(x)
-        if ok.sum() >= 3:
-            r = pearson(g[ok], x[ok])
-            if r is not None:
-                cs.append(r)
-    return float(np.mean(cs)) if cs else NAN
-
-
 # Operators whose output jumps where inputs tie or cross a threshold: ranks and arg-extremes
 # (the order of near-equal values), signs and comparisons (a value at the threshold), and
 # correlation (NaN for a side constant up to the last bit; ±1 over two days).
@@ -682,25 +665,17 @@ def tie_cells(node):
         return out
     if op in ("ts_rank", "ts_argmax", "ts_argmin"):
         d = int(math.floor(float(node.children[1].value)))
-        out = np.zeros(x.shape, dtype=bool)
-        for a in range(0, x.shape[1], CHUNK):
-            v, _ = windows(x[:, a:a + CHUNK], d)
-            key = v[:, :, -1] if op == "ts_rank" else (v.max(axis=2) if op == "ts_argmax" else v.min(axis=2))
-            out[d - 1:, a:a + CHUNK] = near(v, key[:, :, None], scale).sum(axis=2) >= 2  # the key and another
-        return out
+        key = {"ts_rank": lambda v: v[:, :, -1], "ts_argmax": lambda v: v.max(axis=2), "ts_argmin": lambda v: v.min(axis=2)}[op]
+        # The key and another value of its window.
+        return over_windows([x], d, lambda v, _: near(v[0], key(v[0])[:, :, None], scale).sum(axis=2) >= 2, fill=False)
     if op == "sign":
         return near(x, 0.0, scale)
     if op in ("<", ">", "<=", ">=", "==", "!="):
         return near(x, args[1], scale)
     if op in ("correlation", "ts_corr"):
         d = int(math.floor(float(node.children[2].value)))
-        out = np.zeros(x.shape, dtype=bool)
-        for side in args[:2]:
-            for a in range(0, x.shape[1], CHUNK):
-                v, _ = windows(side[:, a:a + CHUNK], d)
-                with np.errstate(all="ignore"):
-                    out[d - 1:, a:a + CHUNK] |= np.ptp(v, axis=2) <= NEAR * np.max(np.abs(v), axis=2)
-        return out
+        flat = lambda v, _: np.ptp(v[0], axis=2) <= NEAR * np.max(np.abs(v[0]), axis=2)
+        return over_windows([args[0]], d, flat, fill=False) | over_windows([args[1]], d, flat, fill=False)
     return None
 
 
@@ -712,7 +687,7 @@ def check_formulas(binary, data, path, w, groups, signal, tol=1e-9):
     in exact arithmetic, ordered differently by two correct implementations. Returns per alpha (id, first differing node or None,
     explained, share of cells that differ, share of cells whose NaN-ness differs)."""
     seeds = tomllib.loads(Path(path).read_text())["alpha"]
-    out, cache = [], {}
+    out, cache, differ = [], {}, {}
 
     def ours_of(text):
         if text not in cache:
@@ -720,13 +695,16 @@ def check_formulas(binary, data, path, w, groups, signal, tol=1e-9):
         return cache[text]
 
     def differs(node):
-        want = np.broadcast_to(np.asarray(node.value, dtype=float), w["close"].shape)
-        return bool(compare(node.text, ours_of(node.text), want, tol))
+        if node.text not in differ:
+            want = np.broadcast_to(np.asarray(node.value, dtype=float), w["close"].shape)
+            differ[node.text] = bool(compare(node.text, ours_of(node.text), want, tol))
+        return differ[node.text]
 
     for s in seeds:
         if re.search(r"\bcap\b", s["formula"]):
             continue
         cache.clear()  # one alpha's sub-expressions at a time (full-data panels are 19 MB)
+        differ.clear()
         root = Formula(s["formula"], w, groups).tree()
         want = np.broadcast_to(np.asarray(root.value, dtype=float), w["close"].shape)
         got = ours_of(root.text)
@@ -744,10 +722,9 @@ def check_formulas(binary, data, path, w, groups, signal, tol=1e-9):
                 with np.errstate(all="ignore"):
                     moved = (fn != wn_) | (~fn & ~wn_ & ~near(fg, fw, 0.0))
                 explained = bool(ties[moved].all())
-        gn, wn = np.isnan(got), np.isnan(want)
-        both = ~gn & ~wn
-        err = np.abs(got[both] - want[both]) > tol * np.maximum(np.abs(want[both]), 1e-2 * max(np.abs(want[both]).max(initial=0), 1e-300))
-        out.append((s["id"], Node(first.op, first.text, None), explained, float(err.sum() + (gn != wn).sum()) / got.size, float((gn != wn).mean())))
+        nan_differs = np.isnan(got) != np.isnan(want)
+        _, err = value_errors(got, want)
+        out.append((s["id"], Node(first.op, first.text, None), explained, float((err > tol).sum() + nan_differs.sum()) / got.size, float(nan_differs.mean())))
     return out
 
 def main():
