@@ -283,11 +283,12 @@ impl Scorer {
                     s.to_date_major(t0, t1, r);
                 }
                 let mut out: Vec<Days> = signals.iter().map(|_| Days::with_capacity(t1 - t0)).collect();
+                sc.sorts.resize_with(signals.len(), SortBuf::default);
                 // Compiled for AVX-512 where the CPU has it (`day` is inlined here).
                 crate::data::with_avx512(|| {
                     for j in 0..t1 - t0 {
-                        for (o, r) in out.iter_mut().zip(&rows) {
-                            self.day(t0 - self.start + j, &r[j * na..(j + 1) * na], sc, min, o);
+                        for (k, (o, r)) in out.iter_mut().zip(&rows).enumerate() {
+                            self.day(t0 - self.start + j, &r[j * na..(j + 1) * na], k, sc, min, o);
                         }
                     }
                 });
@@ -378,9 +379,9 @@ impl Scorer {
         m
     }
 
-    /// Scores one date of one signal: appends it to `out`.
+    /// Scores one date of signal number `signal` of the group: appends it to `out`.
     #[inline(always)]
-    fn day(&self, i: usize, sig: &[f64], sc: &mut Scratch, min: usize, out: &mut Days) {
+    fn day(&self, i: usize, sig: &[f64], signal: usize, sc: &mut Scratch, min: usize, out: &mut Days) {
         let na = self.n_assets;
         let row = i * na..(i + 1) * na;
         let lanes = self.lanes;
@@ -397,7 +398,7 @@ impl Scorer {
         let labelled = |k: u32| (bits[k as usize / 64] >> (k % 64)) & 1 == 1;
 
         // One stable sort of the finite signal values serves every metric below.
-        let all = sc.sort.sort_finite(sig);
+        let all = sc.sorts[signal].sort_finite(sig);
         let all_len = all.len();
         let uniq = all_len.min(1) + all.windows(2).filter(|w| w[0].0 != w[1].0).count();
         if all_len > 0 {
@@ -607,7 +608,9 @@ pub const SCORE_GROUP: usize = 4;
 struct Scratch {
     /// Date-major rows of each signal for one block of dates.
     rows: Vec<Vec<f64>>,
-    sort: SortBuf,
+    /// One per signal of the group: each keeps what it learnt of its signal's rows (see
+    /// `SortBuf::few`).
+    sorts: Vec<SortBuf>,
     joint: Vec<(u64, u32)>,
     /// The signal's ranks within the joint set, by stock.
     sr: Vec<f32>,

@@ -71,6 +71,9 @@ pub struct SortBuf {
     packed: super::netsort::Packed,
     /// `(p + 1) / n` for p in 0..n, the untied percentile ranks of the last count n.
     pct: Vec<f64>,
+    /// Rows to sort before looking for few distinct values again: after a row with more,
+    /// the next ones (of the same panel or signal) most likely have more too.
+    few_skip: u32,
 }
 
 impl SortBuf {
@@ -90,8 +93,30 @@ impl SortBuf {
     /// that were not faster here: packing the 24 bits and the index into one u64 for the
     /// radix passes, interleaving two halves' scatters, and warm-starting from the
     /// previous date's order, which most alpha101 inputs move too fast for.)
+    ///
+    /// A row of at most [`FEW`](super::few::FEW) distinct values is ordered by counting
+    /// them instead ([`few`](super::few)).
     pub fn sort_finite(&mut self, row: &[f64]) -> &[(u64, u32)] {
+        if let Some(d) = self.few(row) {
+            d.sorted(row, &mut self.sorted);
+            return &self.sorted;
+        }
         self.sort_finite_by(row, row.len() <= super::netsort::MAX && super::netsort::available())
+    }
+
+    /// [`Distinct::of`](super::few::Distinct::of) the row, tried on one row in
+    /// [`FEW_RETRY`] after a row that had more distinct values (the search costs about a
+    /// tenth of a sort where it fails, more where the extra values come late in the row).
+    fn few(&mut self, row: &[f64]) -> Option<super::few::Distinct> {
+        if self.few_skip > 0 {
+            self.few_skip -= 1;
+            return None;
+        }
+        let d = super::few::Distinct::of(row);
+        if d.is_none() {
+            self.few_skip = FEW_RETRY - 1;
+        }
+        d
     }
 
     fn sort_finite_by(&mut self, row: &[f64], network: bool) -> &[(u64, u32)] {
@@ -139,6 +164,10 @@ impl SortBuf {
         lsd_passes(v, &mut self.tmp, [shift, shift + 8, shift + 16]);
     }
 }
+
+/// See [`SortBuf::few`]. Every route gives the same result, so this only trades the
+/// search's cost on rows of many values against sorting rows of few.
+const FEW_RETRY: u32 = 16;
 
 /// Finishes a presort by insertion: `steps` are (ascending) the positions whose key may be
 /// below their predecessor's (every position from 1 when unknown). Between two such steps
@@ -244,6 +273,9 @@ pub fn average_ranks(sorted: &[(u64, u32)], mut f: impl FnMut(u32, f64)) {
 
 /// Percentile rank in (0, 1], ties averaged, NaN ignored (pandas `rank(pct=True)`).
 pub fn rank_row(row: &[f64], out: &mut [f64], buf: &mut SortBuf) {
+    if let Some(d) = buf.few(row) {
+        return d.ranks(row, out);
+    }
     out.fill(f64::NAN);
     if row.len() <= super::netsort::MAX && super::netsort::available() {
         let (keys, same) = buf.packed.sort_keys(row);
@@ -504,7 +536,6 @@ mod tests {
     fn sort_finite_and_rank_row_equal_a_comparison_sort() {
         let mut s = 12345u64;
         let mut rnd = || crate::xorshift(&mut s);
-        let mut buf = SortBuf::default();
         let want = |row: &[f64]| {
             let mut w: Vec<(u64, u32)> = row.iter().enumerate().filter(|(_, x)| x.is_finite()).map(|(i, x)| (order_key(*x), i as u32)).collect();
             w.sort();
@@ -547,8 +578,20 @@ mod tests {
                     r => (r % 3) as f64,
                 })
                 .collect();
+            // Rows of a few values, which are ordered by counting (`few`): a comparison's
+            // 0/1 with both zeros, NaN and infinities; exactly eight values; nine, one too
+            // many, the last of them only near the end.
+            let binary: Vec<f64> = (0..n).map(|_| [0.0, -0.0, 1.0, 1.0, 0.0, f64::NAN, f64::NEG_INFINITY][(rnd() % 7) as usize]).collect();
+            let eight: Vec<f64> = (0..n).map(|_| (rnd() % 8) as f64 * -0.25).collect();
+            let nine: Vec<f64> = (0..n).map(|i| if i + 3 == n { 9.5 } else { (rnd() % 8) as f64 }).collect();
+            if super::super::netsort::available() && n >= 200 {
+                assert!([&binary, &eight, &levels].iter().all(|x| super::super::few::Distinct::of(x).is_some()), "n = {n}");
+                assert!(super::super::few::Distinct::of(&nine).is_none() && super::super::few::Distinct::of(&row).is_none(), "n = {n}");
+            }
             let network = n <= super::super::netsort::MAX && super::super::netsort::available();
-            for (what, x) in [("mixed", &row), ("close", &close), ("ulps", &ulps), ("concentrated", &c), ("pairs", &pairs), ("levels", &levels)] {
+            for (what, x) in [("mixed", &row), ("close", &close), ("ulps", &ulps), ("concentrated", &c), ("pairs", &pairs), ("levels", &levels), ("binary", &binary), ("eight", &eight), ("nine", &nine)] {
+                // A fresh buffer tries the few-values route first (see `SortBuf::few`).
+                let mut buf = SortBuf::default();
                 for net in [false, true].into_iter().filter(|&b| !b || network) {
                     assert_eq!(buf.sort_finite_by(x, net), want(x), "{what} values, n = {n}, network = {net}");
                 }

@@ -6,9 +6,11 @@
 //!   refreshed exactly once per window length, monotonic deques, block prefix products).
 //! * [`cross`]: per-date kernels (rank, scale, group demeaning) on a date-major copy.
 //! * [`netsort`]: the AVX-512 sorting network behind the cross-sectional sort.
+//! * [`few`]: rows of a few distinct values, ordered by counting them instead.
 
 pub mod cross;
 pub mod elementwise;
+pub mod few;
 pub mod netsort;
 pub mod rolling;
 
