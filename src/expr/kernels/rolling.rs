@@ -174,25 +174,31 @@ pub fn std(x: &[f64], d: usize, out: &mut [f64]) {
 /// `ts_std` and `ts_corr` off by up to 1e-8 relative in such windows.
 const ILL_CONDITIONED: f64 = 1e-6;
 
-/// Two-pass (mean − first value, sample variance with ddof = 1) of a window's values (an
-/// iterator, so that eight interleaved lanes can pass one lane's values), around the
-/// window's first value: in the windows that come here (values within ~1e-3 of each
-/// other, see [`ILL_CONDITIONED`]) subtracting one of them is exact (Sterbenz), so the
-/// deviations are exact small numbers, where a mean of values that differ in their last
-/// bits is off by as much as the deviations themselves.
-fn exact_var<'a>(w: impl Iterator<Item = &'a f64> + Clone) -> (f64, f64) {
+/// A window's first value and the mean of its values' differences from it (an iterator,
+/// so that eight interleaved lanes can pass one lane's values). In the windows that are
+/// recomputed exactly (values within ~1e-3 of each other, see [`ILL_CONDITIONED`])
+/// subtracting one of them is exact (Sterbenz), so the deviations `v − first − mean` are
+/// exact small numbers, where a mean of values that differ in their last bits is off by as
+/// much as the deviations themselves.
+fn anchored_mean<'a>(w: impl Iterator<Item = &'a f64> + Clone) -> (f64, f64) {
     let o = w.clone().next().copied().unwrap_or(0.0);
     let n = w.clone().count() as f64;
-    let m = w.clone().map(|v| v - o).sum::<f64>() / n;
+    (o, w.map(|v| v - o).sum::<f64>() / n)
+}
+
+/// Two-pass (mean − first value, sample variance with ddof = 1) of a window's values,
+/// around its first value ([`anchored_mean`]).
+fn exact_var<'a>(w: impl Iterator<Item = &'a f64> + Clone) -> (f64, f64) {
+    let (o, m) = anchored_mean(w.clone());
+    let n = w.clone().count() as f64;
     (m, w.map(|v| (v - o - m) * (v - o - m)).sum::<f64>() / (n - 1.0))
 }
 
-/// Two-pass (cov, var_x, var_y), ddof = 1, around each side's first value (as
-/// [`exact_var`]: exact deviations where the values are close).
+/// Two-pass (cov, var_x, var_y), ddof = 1, around each side's first value
+/// ([`anchored_mean`]).
 fn exact_moments(x: &[f64], y: &[f64]) -> (f64, f64, f64) {
     let n = x.len() as f64;
-    let (ox, oy) = (x.first().copied().unwrap_or(0.0), y.first().copied().unwrap_or(0.0));
-    let (mx, my) = (x.iter().map(|a| a - ox).sum::<f64>() / n, y.iter().map(|b| b - oy).sum::<f64>() / n);
+    let ((ox, mx), (oy, my)) = (anchored_mean(x.iter()), anchored_mean(y.iter()));
     let (mut c, mut vx, mut vy) = (0.0, 0.0, 0.0);
     for (a, b) in x.iter().zip(y) {
         let (u, v) = (a - ox - mx, b - oy - my);
