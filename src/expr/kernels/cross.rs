@@ -317,8 +317,9 @@ pub fn rank_row(row: &[f64], out: &mut [f64], buf: &mut SortBuf) {
                 }
                 continue;
             }
-            // Most long runs are one value repeated (comparisons, signs, `ts_rank` and
-            // `ts_argmax` results): written as one tie group while checking that.
+            // Most long runs are one value repeated (`ts_rank` results of longer windows;
+            // rows of at most eight values mostly take `few` above): written as one tie
+            // group while checking that.
             let r = (start + 1 + end) as f64 / 2.0 / n;
             let k0 = order_key(row[super::netsort::index(keys[start]) as usize]);
             let mut tied = true;
