@@ -46,6 +46,16 @@ fn mine(cfg: &Path, runs: &Path, args: &[&str]) -> std::process::Command {
     c
 }
 
+/// Held by every test that runs the local model. llama.cpp's threads (one per core) wait
+/// for each other by spinning, so two models decoding at once on the 2-core CI machine
+/// slowed each other down a hundredfold (one 400-token reply took 650 s); one at a time
+/// they take seconds.
+fn one_model_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A test that failed while holding it leaves it poisoned; the others still run.
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Waits until a running miner's log holds `n` finished ideas (fails after `secs`).
 fn wait_for_lines(log: &Path, n: usize, secs: u64) {
     let t0 = std::time::Instant::now();
@@ -57,6 +67,7 @@ fn wait_for_lines(log: &Path, n: usize, secs: u64) {
 
 #[test]
 fn a_real_run_fills_the_kb_never_sees_test_and_resumes_after_kill() {
+    let _model = one_model_at_a_time();
     let dir = tempfile::tempdir().expect("tmp");
     let data = poisoned(dir.path());
     let cfg = config(dir.path(), &data);
@@ -243,6 +254,7 @@ fn ctrl_c_stops_cleanly_with_a_summary() {
 /// verdict (a trimmed traceback) as its error, and that verdict was the writer's advice.
 #[test]
 fn the_python_writer_runs_factor_classes_in_the_sandbox() {
+    let _model = one_model_at_a_time();
     let dir = tempfile::tempdir().expect("tmp");
     let cfg = common::sample_config(dir.path(), &common::shared("data/sp500_sample.parquet"), Some(&dir.path().join("kb")));
     let runs = dir.path().join("runs");
