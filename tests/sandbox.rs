@@ -94,7 +94,10 @@ fn hostile_programs_are_stopped_and_the_host_is_untouched() {
         ("os_system", "forbidden: process"),
         ("ctypes_libc", "forbidden: ctypes"),
         ("delete_files", "forbidden: file write"),
-        ("huge_output", "wrong shape"),
+        // 2,500 times the panel (1.2 GB of zeros, mapped lazily): refused by the shape
+        // check, or by the address-space limit where the worker's earlier programs left
+        // less room under it (seen once in CI). Either way none of it reaches the host.
+        ("huge_output", "wrong shape|memory"),
         ("nan_inf", "invalid output"),
         ("all_nan", "invalid output"),
         ("wrong_shape", "wrong shape"),
@@ -105,7 +108,7 @@ fn hostile_programs_are_stopped_and_the_host_is_untouched() {
         let code = program(&format!("tests/data/hostile/{name}.py")).replace("/tmp/alphaloop_sandbox_victim", &victim.to_string_lossy());
         match sb.evaluate(&code, None) {
             Ok(_) => panic!("{name}: accepted"),
-            Err(v) => assert_eq!(&v.kind, want, "{name}: {v}"),
+            Err(v) => assert!(want.split('|').any(|w| v.kind == w), "{name}: {v}, expected {want}"),
         }
     }
     for f in ["/tmp/alphaloop_sandbox_escape.txt", "/tmp/alphaloop_sandbox_system.txt", "/tmp/alphaloop_sandbox_ctypes.txt"] {
