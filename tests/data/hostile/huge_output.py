@@ -4,4 +4,4 @@ class F(Factor):
     input_type = "numpy"
     def calc(self, data):
         c = data["close"]
-        return np.zeros((c.shape[0] * 50, c.shape[1] * 50))
+        return np.zeros((c.shape[0] * 20, c.shape[1] * 20))
