@@ -28,6 +28,24 @@ pub(crate) fn xorshift(s: &mut u64) -> u64 {
     *s
 }
 
+/// The alphaloop checkout a command works in, for its seed alphas, idea library, templates,
+/// default knowledge base and run logs: the working directory or its nearest ancestor that
+/// holds `alpha_kb/` and `templates/`, else the checkout this binary was built from if it
+/// still exists.
+///
+/// Why not simply the build checkout: every clone builds into the one target directory
+/// under `~/.cache/alphaloop`, and cargo does not rebuild for a second clone with the same
+/// sources, so the binary a clone runs may have been built by another (a CI clone, say,
+/// deleted afterwards); mining into that clone's store would lose the results with it.
+pub fn checkout_dir() -> Option<std::path::PathBuf> {
+    let is_checkout = |d: &std::path::Path| d.join("alpha_kb").is_dir() && d.join("templates").is_dir();
+    if let Some(d) = std::env::current_dir().ok().and_then(|cwd| cwd.ancestors().find(|d| is_checkout(d)).map(|d| d.to_path_buf())) {
+        return Some(d);
+    }
+    let built = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    is_checkout(&built).then_some(built)
+}
+
 /// Where downloads and build outputs live: `$ALPHALOOP_CACHE`, else `~/.cache/alphaloop`
 /// (what `scripts/setup` fills).
 pub fn cache_dir() -> std::path::PathBuf {

@@ -158,3 +158,29 @@ fn data_info_json() {
     assert_eq!(v["first_date"], "2015-01-02");
     assert_eq!(v["groups"]["n_groups"], 11);
 }
+
+/// Every clone builds into the one target directory, and cargo does not rebuild for a
+/// second clone with the same sources, so a clone may run a binary another clone built (a
+/// CI clone, deleted afterwards). Seeds, ideas, templates, the default store and run logs
+/// must come from the checkout the command runs in, found from the working directory, and
+/// from the build's checkout only outside any.
+#[test]
+fn the_checkout_is_found_from_the_working_directory() {
+    let resume_error = |cwd: &std::path::Path| {
+        let out = bin().current_dir(cwd).env_remove("ALPHALOOP_RUNS").args(["mine", "--resume", "nosuch"]).output().expect("runs");
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let checkout = tempfile::tempdir().expect("tmp");
+    for d in ["alpha_kb", "templates", "sub/deeper"] {
+        std::fs::create_dir_all(checkout.path().join(d)).expect("mkdir");
+    }
+    let root = checkout.path().canonicalize().expect("canonical");
+    let err = resume_error(&checkout.path().join("sub/deeper"));
+    assert!(err.contains(&format!("no run 'nosuch' in {}", root.join("alpha_kb/runs").display())), "{err}");
+
+    let elsewhere = tempfile::tempdir().expect("tmp");
+    let err = resume_error(elsewhere.path());
+    let built = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/runs");
+    assert!(err.contains(&format!("no run 'nosuch' in {}", built.display())), "{err}");
+}

@@ -145,9 +145,10 @@ impl Templates {
         Ok(Templates { env })
     }
 
-    /// `templates/` of the repository this binary was built from.
+    /// `templates/` of the checkout ([`crate::checkout_dir`]); outside any, `./templates`
+    /// (whose absence the loader then reports).
     pub fn default_dir() -> std::path::PathBuf {
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("templates")
+        crate::checkout_dir().unwrap_or_default().join("templates")
     }
 
     pub fn render(&self, name: &str, ctx: minijinja::Value) -> Result<String, AgentError> {

@@ -48,15 +48,13 @@ impl Config {
     }
 }
 
-/// The repository this binary was built from (to find `../shared/data` when run from it).
-fn repo_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 /// Places the shipped data is looked for, in order.
 pub fn default_data_candidates() -> Vec<PathBuf> {
     let name = "sp500_daily.parquet";
-    let mut v = vec![PathBuf::from("../shared/data").join(name), repo_dir().join("../shared/data").join(name)];
+    let mut v = vec![PathBuf::from("../shared/data").join(name)];
+    if let Some(c) = crate::checkout_dir() {
+        v.push(c.join("../shared/data").join(name));
+    }
     if let Some(home) = std::env::var_os("HOME") {
         v.push(PathBuf::from(home).join(".cache/alphaloop/data").join(name));
     }

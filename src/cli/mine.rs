@@ -119,14 +119,12 @@ extern "C" fn on_sigint(_: libc::c_int) {
     unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
 }
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Where runs keep their logs and recorded replies (`$ALPHALOOP_RUNS`, default
-/// alpha_kb/runs, git-ignored).
+/// Where runs keep their logs and recorded replies (`$ALPHALOOP_RUNS`, default the
+/// checkout's alpha_kb/runs, git-ignored; outside any checkout `$ALPHALOOP_CACHE/runs`).
 pub fn runs_dir() -> PathBuf {
-    std::env::var_os("ALPHALOOP_RUNS").map(PathBuf::from).unwrap_or_else(|| repo().join("alpha_kb/runs"))
+    std::env::var_os("ALPHALOOP_RUNS").map(PathBuf::from).unwrap_or_else(|| {
+        crate::checkout_dir().map_or_else(|| crate::cache_dir().join("runs"), |c| c.join("alpha_kb/runs"))
+    })
 }
 
 fn open_llm(args: &MineArgs, cfg: &Config, run_dir: &Path) -> Result<Box<dyn LanguageModel>> {
@@ -208,7 +206,7 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     let summaries_path = run_dir.join("summaries.jsonl");
     let miner = Miner::new(llm.as_ref(), &kb, &view, sample, mcfg.clone(), Templates::load(&Templates::default_dir())?, run_id.clone(), constrained)?;
 
-    let idea_file = args.idea_file.clone().unwrap_or_else(|| repo().join("alpha_kb/ideas.toml"));
+    let idea_file = args.idea_file.clone().unwrap_or_else(|| crate::checkout_dir().unwrap_or_default().join("alpha_kb/ideas.toml"));
     let library = ideas::load(&idea_file).map_err(anyhow::Error::msg)?;
     let mut bandit = ideas::Bandit::new(&library);
     // Ideas the LLM generated earlier in this run (a resumed run keeps them).

@@ -75,14 +75,10 @@ impl std::str::FromStr for Location {
 }
 
 impl Location {
-    /// `alpha_kb/store` of the repository this binary was built from when it exists, else
+    /// `alpha_kb/store` of the checkout ([`crate::checkout_dir`]), else
     /// `$ALPHALOOP_CACHE/kb`.
     pub fn default_dir() -> Location {
-        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("alpha_kb");
-        if repo.is_dir() {
-            return Location::Dir(repo.join("store"));
-        }
-        Location::Dir(crate::cache_dir().join("kb"))
+        Location::Dir(crate::checkout_dir().map_or_else(|| crate::cache_dir().join("kb"), |c| c.join("alpha_kb/store")))
     }
 }
 
