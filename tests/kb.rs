@@ -339,3 +339,28 @@ fn idea_similarity_threshold_separates_paraphrases_from_distinct_ideas() {
         assert!(s > MAX_IDEA_SIMILARITY, "paraphrase of {} only {s:.3} similar", ideas[i].id);
     }
 }
+
+/// A store closed and reopened at once opens, even while another thread spawns processes:
+/// a child between its fork and its exec holds copies of the parent's descriptors, the
+/// store's lock among them (seen once in CI as "in use" by the test's own pid).
+#[test]
+fn reopening_while_processes_are_spawned_finds_the_store_free() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spawner = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = std::process::Command::new("true").status();
+            }
+        })
+    };
+    let result = std::panic::catch_unwind(|| {
+        for _ in 0..40 {
+            drop(open(dir.path()));
+        }
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    spawner.join().expect("spawner");
+    assert!(result.is_ok(), "a reopen failed");
+}

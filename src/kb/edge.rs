@@ -54,9 +54,22 @@ fn lock(dir: &Path) -> Result<File, KbError> {
         .truncate(false)
         .open(&path)
         .map_err(|e| KbError::Io { path: path.clone(), source: e })?;
-    // SAFETY: flock on a file descriptor we own; no memory is passed.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
+    // A lock just released can look held for a moment: a process that another thread
+    // of this one is spawning holds copies of every descriptor between its fork and its
+    // exec (close-on-exec closes them only then), and with them the lock. So a refusal is
+    // retried for up to a second before another holder is reported. (Seen once in CI: a
+    // test reopening a store while a sibling test spawned the CLI.)
+    let try_lock = || {
+        // SAFETY: flock on a file descriptor we own; no memory is passed.
+        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    let mut locked = try_lock();
+    while !locked && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        locked = try_lock();
+    }
+    if !locked {
         let holder = std::fs::read_to_string(&path).unwrap_or_default();
         return Err(KbError::InUse { path: dir.to_path_buf(), holder: holder.trim().to_string() });
     }
