@@ -22,11 +22,16 @@ pub struct EvalArgs {
     /// the sandbox instead; a rejected program prints its verdict and exits with 1.
     #[arg(long, conflicts_with_all = ["expr", "file"])]
     pub python: Option<PathBuf>,
+    /// Evaluate a WebAssembly signal module (.wasm, or .wat text; the ABI is in
+    /// sandbox/wasm/README.md) under wasmtime with no imports; a rejected module prints
+    /// its verdict and exits with 1.
+    #[arg(long, conflicts_with_all = ["expr", "file", "python"])]
+    pub wasm: Option<PathBuf>,
     /// With --python: the class to run when the file defines several.
     #[arg(long = "class", requires = "python")]
     pub class: Option<String>,
-    /// With --python: wall-clock limit per run, seconds.
-    #[arg(long, default_value_t = 60, requires = "python")]
+    /// With --python or --wasm: wall-clock limit per run, seconds.
+    #[arg(long, default_value_t = 60)]
     pub timeout: u64,
     #[command(flatten)]
     pub data: DataArgs,
@@ -77,10 +82,10 @@ pub fn run(args: EvalArgs, cfg: &Config) -> Result<i32> {
         Some(f) => seeds::load(f)?,
         None => Vec::new(),
     };
-    let expr = match (&args.expr, &args.file, &args.python) {
-        (Some(e), None, None) => Some(e.clone()),
-        (None, Some(_), None) | (None, None, Some(_)) => None,
-        _ => bail!("give an expression, --file FILE or --python FILE"),
+    let expr = match (&args.expr, &args.file, &args.python, &args.wasm) {
+        (Some(e), None, None, None) => Some(e.clone()),
+        (None, Some(_), None, None) | (None, None, Some(_), None) | (None, None, None, Some(_)) => None,
+        _ => bail!("give an expression, --file FILE, --python FILE or --wasm FILE"),
     };
     let alphas = resolver(&args, &file_defs)?;
     let data = load_data(&args.data, cfg, args.json)?;
@@ -97,6 +102,12 @@ pub fn run(args: EvalArgs, cfg: &Config) -> Result<i32> {
 
     if let Some(py) = &args.python {
         return eval_python(py, &args, &prep, &splits);
+    }
+    if let Some(w) = &args.wasm {
+        let bytes = std::fs::read(w).with_context(|| format!("cannot read {}", w.display()))?;
+        let cfg = crate::sandbox::wasm::WasmConfig { timeout: std::time::Duration::from_secs(args.timeout.max(1)), ..Default::default() };
+        let verdict = crate::sandbox::wasm::WasmProgram::new(&bytes, cfg).and_then(|p| p.evaluate(&prep.data));
+        return program_outcome(&w.display().to_string(), verdict, &args, &prep, &splits);
     }
     match expr {
         Some(e) => eval_one(&e, &args, &prep, &alphas, &splits),
@@ -129,8 +140,20 @@ fn eval_python(path: &Path, args: &EvalArgs, prep: &crate::backtest::Prepared, s
     let code = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let cfg = crate::sandbox::SandboxConfig { timeout: std::time::Duration::from_secs(args.timeout.max(1)), ..Default::default() };
     let mut sb = crate::sandbox::PySandbox::start(&prep.data, cfg)?;
-    match sb.evaluate(&code, args.class.as_deref()) {
-        Ok(ev) => report(&path.display().to_string(), &ev.signal, args, prep, splits),
+    program_outcome(&path.display().to_string(), sb.evaluate(&code, args.class.as_deref()), args, prep, splits)
+}
+
+/// A sandboxed program's signal gets the same metrics and output as an expression; a
+/// rejected program prints its verdict (JSON with --json) and exits with 1.
+fn program_outcome(
+    name: &str,
+    outcome: Result<crate::sandbox::Evaluated, crate::sandbox::Verdict>,
+    args: &EvalArgs,
+    prep: &crate::backtest::Prepared,
+    splits: &Splits,
+) -> Result<i32> {
+    match outcome {
+        Ok(ev) => report(name, &ev.signal, args, prep, splits),
         Err(v) => {
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&serde_json::json!({"verdict": v.kind, "message": v.message}))?);

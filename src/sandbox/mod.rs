@@ -3,15 +3,17 @@
 //! * [`python`]: factor classes run by a worker process (`alphaloop sandbox-worker`) that
 //!   embeds CPython; the parent limits it (rlimits, a network namespace, timeouts) and the
 //!   worker locks itself down (Landlock, seccomp) before it runs any user code.
+//! * [`wasm`]: WebAssembly modules under wasmtime, with no imports at all.
 //! * [`lookahead`]: the detector every kind of signal goes through before it is accepted.
 
 pub mod lookahead;
 mod npy;
 pub mod python;
+pub mod wasm;
 pub mod worker;
 
 pub use lookahead::LookAhead;
-pub use python::{PySandbox, SandboxConfig};
+pub use python::{Evaluated, PySandbox, SandboxConfig};
 
 /// Why a program's signal was not accepted. `kind` is the short verdict printed and stored
 /// (`timeout`, `memory`, `cpu`, `forbidden: network`, `lookahead`, `error`, ...); `message`
