@@ -18,13 +18,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from KunQuant.Driver import KunCompilerConfig
 from KunQuant.jit import cfake
 from KunQuant.Op import Builder, Input, Output
 from KunQuant.Stage import Function
 from KunQuant.predefined.Alpha101 import AllData, all_alpha
 from KunQuant.runner import KunRunner
+
+from alpha_pandas import load  # the panel adjusted as conventions.md says (beside this script)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,14 +36,9 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
 
-    df = pd.read_parquet(args.data)
-    f = df["adj_close"] / df["close"]
-    for c in ["open", "high", "low", "close"]:
-        df[c] = df[c] * f
-    df["volume"] = df["volume"] / f
-    wide = {c: df.pivot(index="date", columns="symbol", values=c).sort_index() for c in ["open", "high", "low", "close", "volume"]}
+    wide = load(args.data)
     n_dates, n_stocks = wide["close"].shape
-    inputs = {k: np.ascontiguousarray(v.to_numpy(), dtype=np.float32) for k, v in wide.items()}
+    inputs = {k: np.ascontiguousarray(wide[k].to_numpy(), dtype=np.float32) for k in ["open", "high", "low", "close", "volume"]}
     inputs["amount"] = inputs["close"] * inputs["volume"]
 
     t0 = time.perf_counter()

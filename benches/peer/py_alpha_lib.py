@@ -29,16 +29,9 @@ import pandas as pd
 import alpha
 from alpha.lang.to_python import to_python_file
 
+from alpha_pandas import load  # the panel adjusted as conventions.md says (beside this script)
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def load(path):
-    df = pd.read_parquet(path)
-    f = df["adj_close"] / df["close"]
-    for c in ["open", "high", "low", "close"]:
-        df[c] = df[c] * f
-    df["volume"] = df["volume"] / f
-    return {c: df.pivot(index="date", columns="symbol", values=c).sort_index() for c in ["open", "high", "low", "close", "volume"]}
 
 
 def window(d):
@@ -58,7 +51,7 @@ class Ctx:
         # conventions.md and pandas' default min_periods).
         alpha.set_ctx(groups=self.na, flags=alpha.FLAG_STRICTLY_CYCLE)
         # Asset-major flat arrays: each stock's series contiguous (the library's layout).
-        self.fields = {k.upper(): np.ascontiguousarray(v.to_numpy().T.reshape(-1)) for k, v in wide.items()}
+        self.fields = {k.upper(): np.ascontiguousarray(wide[k].to_numpy().T.reshape(-1)) for k in ["open", "high", "low", "close", "volume"]}
         close = self.fields["CLOSE"]
         self.fields["RETURNS"] = close / alpha.REF(close, 1) - 1
         self.fields["VWAP"] = (self.fields["HIGH"] + self.fields["LOW"] + close) / 3
