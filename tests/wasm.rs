@@ -132,3 +132,29 @@ fn eval_wasm_through_the_cli() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["verdict"], "forbidden: import");
 }
+
+/// `kb import` of a module's text: a record of kind `wasm` with the look-ahead verdict and
+/// exactly the metrics of the expression it computes, imported beside it.
+#[test]
+fn kb_import_stores_a_module_with_the_expressions_metrics() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = dir.path().join("store");
+    let cfg = common::sample_config(dir.path(), &shared("data/sp500_sample.parquet"), None);
+    let kb = |args: &[&str]| {
+        let out = bin().arg("--config").arg(&cfg).arg("kb").arg("--kb").arg(&store).args(args).output().expect("runs");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let formula = dir.path().join("formula.toml");
+    std::fs::write(&formula, "[[alpha]]\nid = \"momentum_expr\"\nformula = \"close / delay(close, 5) - 1\"\n").expect("write");
+    kb(&["import", concat!(env!("CARGO_MANIFEST_DIR"), "/sandbox/wasm/examples/momentum.wat")]);
+    kb(&["import", formula.to_str().expect("utf8")]);
+    let show = |id: &str| -> serde_json::Value { serde_json::from_str(&kb(&["--json", "show", id])).expect("json") };
+    let (w, e) = (show("momentum"), show("momentum_expr"));
+    assert_eq!(w["kind"], "wasm");
+    assert_eq!(w["status"]["state"], "accepted", "{w}");
+    assert!(w["lookahead"].as_str().is_some_and(|l| l.starts_with("no look-ahead")), "{w}");
+    assert!(w["metrics"]["valid"]["rank_ic"].is_number());
+    assert_eq!(w["metrics"], e["metrics"]);
+    assert!(w["metrics"].get("test").is_none(), "train and valid only");
+}

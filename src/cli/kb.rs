@@ -67,8 +67,9 @@ pub enum KbCmd {
         #[arg(short, long)]
         out: Option<PathBuf>,
     },
-    /// Add records: a JSON export, a TOML file of formulas, or a Python factor file (.py,
-    /// run in the sandbox); formulas and factors are evaluated on --data (train and valid).
+    /// Add records: a JSON export, a TOML file of formulas, a Python factor file (.py, run
+    /// in the sandbox) or a WebAssembly module in text form (.wat, under wasmtime);
+    /// formulas and programs are evaluated on --data (train and valid).
     Import {
         file: PathBuf,
         /// For a .py file: the Factor class to run when it defines several.
@@ -207,6 +208,10 @@ fn tempfile_path(ext: &str) -> PathBuf {
 fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataArgs, family: &str, cfg: &Config, json: bool) -> Result<()> {
     let is_toml = file.extension().is_some_and(|e| e == "toml");
     let is_python = file.extension().is_some_and(|e| e == "py");
+    let is_wasm = file.extension().is_some_and(|e| e == "wat");
+    if file.extension().is_some_and(|e| e == "wasm") {
+        bail!("{}: records keep their code as text; import the module's text form (.wat, e.g. from `wasm-tools print`)", file.display());
+    }
     // Formulas and factors are evaluated on train and valid, as mining sees the data.
     let mining = |kb: &mut Kb| -> Result<(MiningView, crate::kb::BehaviourSample)> {
         let md = load_data(data, cfg, json)?;
@@ -222,6 +227,15 @@ fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataA
         let id = file.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "factor".into());
         let fam = if family == "seed" { "python" } else { family };
         vec![io::evaluate_python(&id, &code, class, &view, &sample, fam, Default::default())]
+    } else if is_wasm {
+        let code = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+        let (view, sample) = mining(kb)?;
+        let id = file.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "module".into());
+        let fam = if family == "seed" { "wasm" } else { family };
+        let run = |data: &crate::data::MarketData| {
+            crate::sandbox::wasm::WasmProgram::new(code.as_bytes(), Default::default()).and_then(|p| p.evaluate(data))
+        };
+        vec![io::evaluate_program(&id, crate::kb::record::Kind::Wasm, &id, &code, &view, &sample, fam, run)]
     } else if is_toml {
         let defs = crate::seeds::load(file)?;
         let (view, sample) = mining(kb)?;

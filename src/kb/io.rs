@@ -54,26 +54,26 @@ pub fn evaluate_defs(
     out
 }
 
-/// Evaluates a Python factor program in the sandbox on the mining data (train and valid;
-/// the test period is not in it) and returns its record: accepted with metrics, behaviour
-/// and the look-ahead verdict, or `error` with the sandbox's verdict (kept: the KB holds
-/// failures too).
-pub fn evaluate_python(
+/// Evaluates a sandboxed program (a Python factor or a WebAssembly module) on the mining
+/// data (train and valid; the test period is not in it) and returns its record: accepted
+/// with metrics, behaviour and the look-ahead verdict, or `error` with the sandbox's
+/// verdict (kept: the KB holds failures too). `run` gives the program's signal after its
+/// look-ahead check, or the verdict that refused it.
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_program(
     id: &str,
+    kind: Kind,
+    name: &str,
     code: &str,
-    class: Option<&str>,
     view: &MiningView,
     sample: &BehaviourSample,
     family: &str,
-    cfg: crate::sandbox::SandboxConfig,
+    run: impl FnOnce(&crate::data::MarketData) -> Result<crate::sandbox::Evaluated, crate::sandbox::Verdict>,
 ) -> (AlphaRecord, Option<Vec<f32>>) {
-    let mut r = AlphaRecord::new(id, Kind::Python, code, Status::Accepted);
+    let mut r = AlphaRecord::new(id, kind, code, Status::Accepted);
     r.family = family.to_string();
-    r.name = class.unwrap_or(id).to_string();
-    let result = crate::sandbox::PySandbox::start(&view.data, cfg)
-        .map_err(|e| crate::sandbox::Verdict::new("sandbox", e.to_string()))
-        .and_then(|mut sb| sb.evaluate(code, class));
-    match result {
+    r.name = name.to_string();
+    match run(&view.data) {
         Ok(ev) => {
             r.metrics = view.score(&ev.signal);
             r.lookahead = Some(ev.lookahead.to_string());
@@ -88,6 +88,23 @@ pub fn evaluate_python(
             (r, None)
         }
     }
+}
+
+/// [`evaluate_program`] for a Python factor, in a fresh sandbox.
+pub fn evaluate_python(
+    id: &str,
+    code: &str,
+    class: Option<&str>,
+    view: &MiningView,
+    sample: &BehaviourSample,
+    family: &str,
+    cfg: crate::sandbox::SandboxConfig,
+) -> (AlphaRecord, Option<Vec<f32>>) {
+    evaluate_program(id, Kind::Python, class.unwrap_or(id), code, view, sample, family, |data| {
+        crate::sandbox::PySandbox::start(data, cfg)
+            .map_err(|e| crate::sandbox::Verdict::new("sandbox", e.to_string()))
+            .and_then(|mut sb| sb.evaluate(code, class))
+    })
 }
 
 /// Writes records in batches; `on_stored` is called after each batch is durable.
