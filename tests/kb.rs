@@ -265,12 +265,7 @@ fn kb_cli_end_to_end() {
     let dir = tempfile::tempdir().expect("tmp");
     let store = dir.path().join("store");
     let cfg = common::sample_config(dir.path(), &shared("data/sp500_sample.parquet"), None);
-    let run = |args: &[&str]| {
-        let out = bin().arg("--config").arg(&cfg).arg("kb").arg("--kb").arg(&store).args(args).output().expect("runs");
-        let so = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        so
-    };
+    let run = |args: &[&str]| common::kb_cli(&cfg, &store, args);
     let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml");
     run(&["import", seeds.to_str().expect("utf8")]);
     let stats: serde_json::Value = serde_json::from_str(&run(&["--json", "stats"])).expect("json");

@@ -140,11 +140,7 @@ fn kb_import_stores_a_module_with_the_expressions_metrics() {
     let dir = tempfile::tempdir().expect("tmp");
     let store = dir.path().join("store");
     let cfg = common::sample_config(dir.path(), &shared("data/sp500_sample.parquet"), None);
-    let kb = |args: &[&str]| {
-        let out = bin().arg("--config").arg(&cfg).arg("kb").arg("--kb").arg(&store).args(args).output().expect("runs");
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let kb = |args: &[&str]| common::kb_cli(&cfg, &store, args);
     let formula = dir.path().join("formula.toml");
     std::fs::write(&formula, "[[alpha]]\nid = \"momentum_expr\"\nformula = \"close / delay(close, 5) - 1\"\n").expect("write");
     kb(&["import", concat!(env!("CARGO_MANIFEST_DIR"), "/sandbox/wasm/examples/momentum.wat")]);

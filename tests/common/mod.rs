@@ -41,3 +41,10 @@ pub fn sample_config(dir: &std::path::Path, data: &std::path::Path, kb: Option<&
     .expect("config written");
     p
 }
+
+/// `alphaloop --config CFG kb --kb STORE ARGS...`: asserts that it succeeds, returns stdout.
+pub fn kb_cli(cfg: &std::path::Path, store: &std::path::Path, args: &[&str]) -> String {
+    let out = bin().arg("--config").arg(cfg).arg("kb").arg("--kb").arg(store).args(args).output().expect("runs");
+    assert!(out.status.success(), "kb {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
