@@ -131,6 +131,11 @@ fn eval_wasm_through_the_cli() {
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["verdict"], "forbidden: import");
+
+    // --timeout is for programs; with an expression it is an error, not silently ignored.
+    let out = bin().args(["eval", "--timeout", "5", "--data"]).arg(&data).arg("close").output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--wasm"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// `kb import` of a module's text: a record of kind `wasm` with the look-ahead verdict and

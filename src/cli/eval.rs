@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 #[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("program").args(["python", "wasm"])))]
 pub struct EvalArgs {
     /// The alpha expression, e.g. "rank(delta(close, 5)) * -1".
     #[arg(allow_hyphen_values = true)]
@@ -31,7 +32,7 @@ pub struct EvalArgs {
     #[arg(long = "class", requires = "python")]
     pub class: Option<String>,
     /// With --python or --wasm: wall-clock limit per run, seconds.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, requires = "program")]
     pub timeout: u64,
     #[command(flatten)]
     pub data: DataArgs,
