@@ -13,7 +13,13 @@ pub mod wasm;
 pub mod worker;
 
 pub use lookahead::LookAhead;
-pub use python::{Evaluated, PySandbox, SandboxConfig};
+pub use python::{PySandbox, SandboxConfig};
+
+/// A program's signal with its look-ahead verdict (every kind of sandboxed program).
+pub struct Evaluated {
+    pub signal: crate::data::Panel,
+    pub lookahead: LookAhead,
+}
 
 /// Why a program's signal was not accepted. `kind` is the short verdict printed and stored
 /// (`timeout`, `memory`, `cpu`, `forbidden: network`, `lookahead`, `error`, ...); `message`

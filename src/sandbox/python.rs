@@ -3,8 +3,8 @@
 //! network namespace, sends it programs, enforces the wall-clock timeout, and replaces a
 //! worker that died or was killed so a mining run goes on.
 
-use super::lookahead::{self, LookAhead};
-use super::{npy, SandboxError, Verdict};
+use super::lookahead;
+use super::{npy, Evaluated, SandboxError, Verdict};
 use crate::data::{MarketData, Panel};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -51,12 +51,6 @@ struct Worker {
     child: Child,
     stdin: ChildStdin,
     rx: Receiver<Result<(Value, Vec<u8>), String>>,
-}
-
-/// A program's signal with its look-ahead verdict.
-pub struct Evaluated {
-    pub signal: Panel,
-    pub lookahead: LookAhead,
 }
 
 /// One data set, one scratch directory, one worker at a time.
