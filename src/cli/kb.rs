@@ -4,7 +4,7 @@ use super::table::{num, render};
 use super::{load_data, Config, DataArgs};
 use crate::backtest::{MetricsConfig, MiningView};
 use crate::kb::io::{self, Format};
-use crate::kb::{AlphaRecord, Filter, Hit, Kb, Location, Status};
+use crate::kb::{AlphaRecord, Filter, Hit, Kb, Kind, Location, Status};
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 
@@ -207,11 +207,13 @@ fn tempfile_path(ext: &str) -> PathBuf {
 
 fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataArgs, family: &str, cfg: &Config, json: bool) -> Result<()> {
     let is_toml = file.extension().is_some_and(|e| e == "toml");
-    let is_python = file.extension().is_some_and(|e| e == "py");
-    let is_wasm = file.extension().is_some_and(|e| e == "wat");
-    if file.extension().is_some_and(|e| e == "wasm") {
-        bail!("{}: records keep their code as text; import the module's text form (.wat, e.g. from `wasm-tools print`)", file.display());
-    }
+    // Programs, run in their sandboxes: a Python factor, or a WebAssembly module's text.
+    let program = match file.extension().and_then(|e| e.to_str()) {
+        Some("py") => Some((Kind::Python, "python")),
+        Some("wat") => Some((Kind::Wasm, "wasm")),
+        Some("wasm") => bail!("{}: records keep their code as text; import the module's text form (.wat, e.g. from `wasm-tools print`)", file.display()),
+        _ => None,
+    };
     // Formulas and factors are evaluated on train and valid, as mining sees the data.
     let mining = |kb: &mut Kb| -> Result<(MiningView, crate::kb::BehaviourSample)> {
         let md = load_data(data, cfg, json)?;
@@ -221,21 +223,18 @@ fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataA
         let sample = kb.behaviour_sample(&md, &splits)?;
         Ok((view, sample))
     };
-    let items = if is_python {
+    let items = if let Some((kind, kind_family)) = program {
         let code = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
         let (view, sample) = mining(kb)?;
-        let id = file.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "factor".into());
-        let fam = if family == "seed" { "python" } else { family };
-        vec![io::evaluate_python(&id, &code, class, &view, &sample, fam, Default::default())]
-    } else if is_wasm {
-        let code = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-        let (view, sample) = mining(kb)?;
-        let id = file.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "module".into());
-        let fam = if family == "seed" { "wasm" } else { family };
-        let run = |data: &crate::data::MarketData| {
-            crate::sandbox::wasm::WasmProgram::new(code.as_bytes(), Default::default()).and_then(|p| p.evaluate(data))
-        };
-        vec![io::evaluate_program(&id, crate::kb::record::Kind::Wasm, &id, &code, &view, &sample, fam, run)]
+        let id = file.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "program".into());
+        let fam = if family == "seed" { kind_family } else { family };
+        vec![match kind {
+            Kind::Python => io::evaluate_python(&id, &code, class, &view, &sample, fam, Default::default()),
+            // Kind::Wasm, the only other kind `program` gives.
+            _ => io::evaluate_program(&id, kind, &id, &code, &view, &sample, fam, |data| {
+                crate::sandbox::wasm::WasmProgram::new(code.as_bytes(), Default::default()).and_then(|p| p.evaluate(data))
+            }),
+        }]
     } else if is_toml {
         let defs = crate::seeds::load(file)?;
         let (view, sample) = mining(kb)?;
