@@ -381,7 +381,7 @@ impl<'a> Miner<'a> {
             return Ok(cand);
         };
         let mut noisy = None;
-        let noised = self.noised.get_or_init(|| crate::sandbox::lookahead::noised(&self.view.data, self.cutoff, 0x5EED));
+        let noised = self.noised.get_or_init(|| crate::sandbox::lookahead::noised(&self.view.data, self.cutoff, crate::sandbox::lookahead::SEED));
         evaluate(&c.graph, &[root], noised, |_, p| noisy = Some(p));
         if let Some(noisy) = noisy {
             let la = crate::sandbox::lookahead::compare(&self.view.data, &sig, &noisy, self.cutoff);

@@ -36,6 +36,9 @@ impl std::fmt::Display for LookAhead {
     }
 }
 
+/// The noise every caller uses, so that a signal's verdict does not depend on who checked it.
+pub const SEED: u64 = 0x5EED;
+
 /// The default cutoff: three quarters into the data, so long windows have history before
 /// it and there is a future after it.
 pub fn default_cutoff(data: &MarketData) -> usize {
@@ -121,7 +124,7 @@ mod tests {
     /// The detector as every caller runs it: the signal on the data and on its noised twin.
     fn detect(d: &MarketData, k: isize) -> LookAhead {
         let cutoff = default_cutoff(d);
-        compare(d, &shifted(d, k), &shifted(&noised(d, cutoff, 0x5EED), k), cutoff)
+        compare(d, &shifted(d, k), &shifted(&noised(d, cutoff, SEED), k), cutoff)
     }
 
     #[test]

@@ -21,6 +21,18 @@ pub struct Evaluated {
     pub lookahead: LookAhead,
 }
 
+impl Evaluated {
+    /// The program's `signal` if its run on the noised twin of `data` (`noisy`) left every
+    /// value up to `cutoff` unchanged, else the `lookahead` verdict.
+    pub fn checked(data: &crate::data::MarketData, signal: crate::data::Panel, noisy: &crate::data::Panel, cutoff: usize) -> Result<Evaluated, Verdict> {
+        let la = lookahead::compare(data, &signal, noisy, cutoff);
+        if !la.is_clean() {
+            return Err(Verdict::new("lookahead", la.to_string()));
+        }
+        Ok(Evaluated { signal, lookahead: la })
+    }
+}
+
 /// Why a program's signal was not accepted. `kind` is the short verdict printed and stored
 /// (`timeout`, `memory`, `cpu`, `forbidden: network`, `lookahead`, `error`, ...); `message`
 /// says what happened, for a Python error the traceback trimmed to the user's code.

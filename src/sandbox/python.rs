@@ -83,7 +83,7 @@ impl PySandbox {
             std::fs::remove_dir_all(&root).map_err(io(&root))?;
         }
         let cutoff = lookahead::default_cutoff(data);
-        let noised = with_derived(&lookahead::noised(data, cutoff, 0x5EED));
+        let noised = with_derived(&lookahead::noised(data, cutoff, lookahead::SEED));
         let data = &with_derived(data);
         for (name, d) in [("real", data), ("noise", &noised)] {
             let dir = root.join(name);
@@ -117,11 +117,7 @@ impl PySandbox {
     pub fn evaluate(&mut self, code: &str, class: Option<&str>) -> Result<Evaluated, Verdict> {
         let signal = self.run(code, class, "real")?;
         let noisy = self.run(code, class, "noise")?;
-        let la = lookahead::compare(&self.dates, &signal, &noisy, self.cutoff);
-        if !la.is_clean() {
-            return Err(Verdict::new("lookahead", la.to_string()));
-        }
-        Ok(Evaluated { signal, lookahead: la })
+        Evaluated::checked(&self.dates, signal, &noisy, self.cutoff)
     }
 
     /// Runs a program once on one panel ("real" or "noise").
