@@ -37,6 +37,11 @@ pub enum SeedError {
     Duplicate { path: PathBuf, id: String },
 }
 
+/// The shipped seed alphas of the checkout ([`crate::checkout_dir`]): the published 101.
+pub fn default_file() -> PathBuf {
+    crate::checkout_dir().unwrap_or_default().join("alpha_kb/seeds/alpha101.toml")
+}
+
 /// Reads an alpha file.
 pub fn load(path: &Path) -> Result<Vec<AlphaDef>, SeedError> {
     let text = std::fs::read_to_string(path).map_err(|e| {

@@ -68,7 +68,7 @@ pub struct EvalArgs {
 /// The alphas `alpha:ID` can refer to.
 fn resolver(args: &EvalArgs, file_defs: &[AlphaDef]) -> Result<AlphaSet> {
     let mut set = AlphaSet::default();
-    let default = crate::checkout_dir().unwrap_or_default().join("alpha_kb/seeds/alpha101.toml");
+    let default = seeds::default_file();
     match &args.alphas {
         Some(p) => set.extend(&seeds::load(p)?),
         None if default.exists() => set.extend(&seeds::load(&default)?),

@@ -92,13 +92,13 @@ pub struct PredictArgs {
 }
 
 fn seed_resolver() -> Result<AlphaSet> {
-    let p = crate::checkout_dir().unwrap_or_default().join("alpha_kb/seeds/alpha101.toml");
+    let p = seeds::default_file();
     Ok(if p.exists() { AlphaSet::from_defs(&seeds::load(&p)?) } else { AlphaSet::default() })
 }
 
 /// The seed alphas that compile on this data (the `cap` one does not).
 fn seed_features(data: &MarketData, resolver: &AlphaSet) -> Result<Vec<Feature>> {
-    let p = crate::checkout_dir().unwrap_or_default().join("alpha_kb/seeds/alpha101.toml");
+    let p = seeds::default_file();
     let defs = seeds::load(&p)?;
     let mut c = Compiler::new(Schema::of(data), resolver);
     Ok(defs
