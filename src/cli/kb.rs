@@ -104,7 +104,7 @@ pub fn embedder(cfg: &Config) -> Result<std::sync::Arc<dyn crate::kb::embed::Emb
                 .clone()
                 .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
                 .unwrap_or_else(|| "https://api.openai.com/v1".into());
-            let e = crate::kb::embed::OpenAiEmbedder::new(&base, &s["openai:".len()..], std::env::var("OPENAI_API_KEY").ok())?;
+            let e = crate::kb::embed::OpenAiEmbedder::new(&base, &s["openai:".len()..], std::env::var("OPENAI_API_KEY").ok(), crate::llm::retry::Patience::from_minutes(cfg.retry_minutes))?;
             Ok(std::sync::Arc::new(crate::kb::embed::Cached::new(Box::new(e))))
         }
         Some(s) => bail!("unknown embedder '{s}' in the config: minilm or openai:MODEL"),

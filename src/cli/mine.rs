@@ -146,7 +146,8 @@ fn open_llm(args: &MineArgs, cfg: &Config, run_dir: &Path) -> Result<Box<dyn Lan
         }
         s if s.starts_with("openai:") => {
             let base = cfg.llm_url.clone().or_else(|| std::env::var("OPENAI_BASE_URL").ok()).unwrap_or_else(|| "https://api.openai.com/v1".into());
-            Box::new(OpenAiModel::new(&base, &s["openai:".len()..], std::env::var("OPENAI_API_KEY").ok(), 4, std::time::Duration::from_secs(120))?)
+            let patience = crate::llm::retry::Patience::from_minutes(cfg.retry_minutes);
+            Box::new(OpenAiModel::new(&base, &s["openai:".len()..], std::env::var("OPENAI_API_KEY").ok(), 4, std::time::Duration::from_secs(120))?.with_patience(patience))
         }
         s => bail!("unknown --llm '{s}': local or openai:MODEL"),
     };

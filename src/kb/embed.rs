@@ -10,6 +10,7 @@
 //! record (a status update, a re-import) costs nothing.
 
 use super::KbError;
+use crate::llm::retry::{excerpt, retry_after, transient_status, Failure, GaveUp, Patience};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
@@ -129,33 +130,30 @@ pub struct OpenAiEmbedder {
     key: Option<String>,
     dim: usize,
     client: reqwest::blocking::Client,
+    patience: Patience,
 }
 
 impl OpenAiEmbedder {
-    /// Connects and learns the dimension from one probe request.
-    pub fn new(base_url: &str, model: &str, key: Option<String>) -> Result<OpenAiEmbedder, KbError> {
+    /// Connects and learns the dimension from one probe request. Transient failures (429,
+    /// 5xx, transport) are retried as `patience` allows.
+    pub fn new(base_url: &str, model: &str, key: Option<String>, patience: Patience) -> Result<OpenAiEmbedder, KbError> {
         let client = reqwest::blocking::Client::builder()
             .timeout(std::time::Duration::from_secs(60))
             .build()
             .map_err(|e| KbError::Embedder(e.to_string()))?;
-        let mut e = OpenAiEmbedder { base_url: base_url.trim_end_matches('/').to_string(), model: model.into(), key, dim: 0, client };
+        let mut e = OpenAiEmbedder { base_url: base_url.trim_end_matches('/').to_string(), model: model.into(), key, dim: 0, client, patience };
         e.dim = e.request(&["dimension probe".to_string()])?.first().map(Vec::len).unwrap_or(0);
         Ok(e)
     }
 
     fn request(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, KbError> {
         let url = format!("{}/embeddings", self.base_url);
-        let mut req = self.client.post(&url).json(&serde_json::json!({"model": self.model, "input": texts}));
-        if let Some(k) = &self.key {
-            req = req.bearer_auth(k);
-        }
         let fail = |m: String| KbError::Embedder(format!("{url}: {m}"));
-        let resp = req.send().map_err(|e| fail(e.to_string()))?;
-        let status = resp.status();
-        let body: serde_json::Value = resp.json().map_err(|e| fail(e.to_string()))?;
-        if !status.is_success() {
-            return Err(fail(format!("HTTP {status}: {body}")));
-        }
+        let body: serde_json::Value = match self.patience.run(|| self.once(&url, texts)) {
+            Ok(b) => b,
+            Err(GaveUp::Fatal(m)) => return Err(fail(m)),
+            Err(GaveUp::Exhausted(x)) => return Err(fail(x.to_string())),
+        };
         let data = body["data"].as_array().ok_or_else(|| fail("reply has no `data` array".into()))?;
         let mut out = vec![Vec::new(); texts.len()];
         for (i, d) in data.iter().enumerate() {
@@ -174,6 +172,26 @@ impl OpenAiEmbedder {
             return Err(fail(format!("expected {} embeddings, got {}", texts.len(), data.len())));
         }
         Ok(out)
+    }
+
+    /// One request: the reply's JSON, or how it failed.
+    fn once(&self, url: &str, texts: &[String]) -> Result<serde_json::Value, Failure<String>> {
+        let mut req = self.client.post(url).json(&serde_json::json!({"model": self.model, "input": texts}));
+        if let Some(k) = &self.key {
+            req = req.bearer_auth(k);
+        }
+        let resp = req.send().map_err(|e| Failure::Transient { msg: e.to_string(), after: None })?;
+        let status = resp.status();
+        let after = retry_after(resp.headers());
+        let text = resp.text().unwrap_or_default();
+        if transient_status(status) {
+            return Err(Failure::Transient { msg: format!("HTTP {status}: {}", excerpt(&text)), after });
+        }
+        let body: serde_json::Value = serde_json::from_str(&text).map_err(|e| Failure::Fatal(format!("HTTP {status}, reply is not JSON: {e}")))?;
+        if !status.is_success() {
+            return Err(Failure::Fatal(format!("HTTP {status}: {body}")));
+        }
+        Ok(body)
     }
 }
 
@@ -243,5 +261,42 @@ impl Embedder for Cached {
     }
     fn name(&self) -> String {
         self.inner.name()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::retry::scripted;
+    use std::time::Duration;
+
+    const TWO: &str = r#"{"data":[{"index":1,"embedding":[0,2]},{"index":0,"embedding":[3,4]}]}"#;
+
+    fn quick() -> Patience {
+        let mut p = Patience::new(Duration::from_secs(60));
+        (p.first_wait, p.max_wait) = (Duration::from_millis(5), Duration::from_millis(20));
+        p
+    }
+
+    #[test]
+    fn the_openai_embedder_rides_out_rate_limits_and_keeps_the_order() {
+        let probe = r#"{"data":[{"embedding":[1,0]}]}"#;
+        let (url, h) = scripted(vec![(429, "slow down"), (200, probe), (503, "busy"), (500, "oops"), (200, TWO)]);
+        let e = OpenAiEmbedder::new(&url, "m", None, quick()).expect("probe after a 429");
+        assert_eq!(e.dim(), 2);
+        let v = e.embed(&["a".into(), "b".into()]).expect("embeds after two failures");
+        // Items come back by their `index`, normalised.
+        assert_eq!(v, vec![vec![0.6, 0.8], vec![0.0, 1.0]]);
+        let seen = h.join().expect("server");
+        assert_eq!(seen.len(), 5);
+        assert!(seen[4].contains(r#""input":["a","b"]"#), "{}", seen[4]);
+    }
+
+    #[test]
+    fn a_bad_key_is_not_retried_and_the_error_names_the_url() {
+        let (url, h) = scripted(vec![(401, r#"{"error":"bad key"}"#)]);
+        let msg = OpenAiEmbedder::new(&url, "m", Some("k".into()), quick()).err().expect("401").to_string();
+        assert!(msg.contains(&format!("{url}/embeddings")) && msg.contains("401") && msg.contains("bad key"), "{msg}");
+        assert_eq!(h.join().expect("server").len(), 1);
     }
 }

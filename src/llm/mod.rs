@@ -6,6 +6,7 @@ pub mod cache;
 pub mod grammar;
 pub mod local;
 pub mod openai;
+pub mod retry;
 pub mod serve;
 
 use serde::{Deserialize, Serialize};

@@ -1,9 +1,11 @@
 //! Any OpenAI-compatible `/v1/chat/completions` endpoint (OpenAI, DeepSeek, vLLM, Ollama,
-//! llama.cpp server, LM Studio). Retries with exponential backoff on 429, 5xx and transport
-//! errors; a concurrency limit; timeouts; and when a server rejects `response_format`
-//! (no JSON mode, RD-Agent #433) the request is repeated without it and the server is
-//! remembered as lacking it.
+//! llama.cpp server, LM Studio). Retries 429, 5xx and transport errors with backoff for as
+//! long as its [`Patience`] allows (minutes once the server has answered, so an outage does
+//! not end an overnight run); a concurrency limit; timeouts; and when a server rejects
+//! `response_format` (no JSON mode, RD-Agent #433) the request is repeated at once without
+//! it and the server is remembered as lacking it.
 
+use super::retry::{excerpt, retry_after, transient_status, Failure, GaveUp, Patience};
 use super::{ChatRequest, LanguageModel, LlmError, Reply};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -14,7 +16,7 @@ pub struct OpenAiModel {
     model: String,
     key: Option<String>,
     client: reqwest::blocking::Client,
-    max_retries: u32,
+    patience: Patience,
     no_json_mode: AtomicBool,
     slots: (Mutex<usize>, Condvar),
     max_concurrent: usize,
@@ -31,11 +33,17 @@ impl OpenAiModel {
             model: model.to_string(),
             key,
             client,
-            max_retries: 5,
+            patience: Patience::default(),
             no_json_mode: AtomicBool::new(false),
             slots: (Mutex::new(0), Condvar::new()),
             max_concurrent: max_concurrent.max(1),
         })
+    }
+
+    /// How long transient failures are retried (default: [`Patience::default`]).
+    pub fn with_patience(mut self, patience: Patience) -> OpenAiModel {
+        self.patience = patience;
+        self
     }
 
     fn body(&self, req: &ChatRequest, json_mode: bool) -> serde_json::Value {
@@ -78,83 +86,57 @@ impl OpenAiModel {
         cv.notify_one();
     }
 
-    fn once(&self, req: &ChatRequest) -> Result<Result<Reply, (bool, String)>, LlmError> {
+    fn once(&self, req: &ChatRequest) -> Result<Reply, Failure<LlmError>> {
         let url = format!("{}/chat/completions", self.base_url);
         let json_mode = req.json && !self.no_json_mode.load(Ordering::Relaxed);
         let mut r = self.client.post(&url).json(&self.body(req, json_mode));
         if let Some(k) = &self.key {
             r = r.bearer_auth(k);
         }
-        let resp = match r.send() {
-            Ok(x) => x,
-            Err(e) => return Ok(Err((true, e.to_string()))),
-        };
+        let resp = r.send().map_err(|e| Failure::Transient { msg: e.to_string(), after: None })?;
         let status = resp.status();
+        let after = retry_after(resp.headers());
         let text = resp.text().unwrap_or_default();
-        if status.as_u16() == 429 || status.is_server_error() {
-            return Ok(Err((true, format!("HTTP {status}: {}", short(&text)))));
+        if transient_status(status) {
+            return Err(Failure::Transient { msg: format!("HTTP {status}: {}", excerpt(&text)), after });
         }
         if status.as_u16() == 400 && json_mode && text.contains("response_format") {
             tracing::warn!("{url} has no JSON mode; asking without response_format from now on");
             self.no_json_mode.store(true, Ordering::Relaxed);
-            return Ok(Err((true, "no JSON mode".into())));
+            return Err(Failure::Again("no JSON mode".into()));
         }
+        let fatal = |msg: String| Failure::Fatal(LlmError::Http { url: url.clone(), msg });
         if !status.is_success() {
-            return Err(LlmError::Http { url, msg: format!("HTTP {status}: {}", short(&text)) });
+            return Err(fatal(format!("HTTP {status}: {}", excerpt(&text))));
         }
-        let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| LlmError::Http { url: url.clone(), msg: format!("reply is not JSON: {e}") })?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| fatal(format!("reply is not JSON: {e}")))?;
         let content = v["choices"][0]["message"]["content"]
             .as_str()
-            .ok_or_else(|| LlmError::Http { url: url.clone(), msg: format!("reply has no choices[0].message.content: {}", short(&text)) })?;
-        Ok(Ok(Reply {
+            .ok_or_else(|| fatal(format!("reply has no choices[0].message.content: {}", excerpt(&text))))?;
+        Ok(Reply {
             text: content.to_string(),
             prompt_tokens: v["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
             completion_tokens: v["usage"]["completion_tokens"].as_u64().unwrap_or(0),
             cached_tokens: v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0),
             seconds: 0.0,
-        }))
+        })
     }
-}
-
-fn short(s: &str) -> String {
-    s.chars().take(300).collect()
 }
 
 impl LanguageModel for OpenAiModel {
     fn chat(&self, req: &ChatRequest) -> Result<Reply, LlmError> {
         let t0 = std::time::Instant::now();
         self.acquire();
-        let mut last = String::new();
-        let mut result = None;
-        for attempt in 0..=self.max_retries {
-            match self.once(req) {
-                Ok(Ok(mut r)) => {
-                    r.seconds = t0.elapsed().as_secs_f64();
-                    result = Some(Ok(r));
-                    break;
-                }
-                Ok(Err((_, msg))) => {
-                    last = msg;
-                    if attempt < self.max_retries {
-                        // 1, 2, 4, 8, 16 s, with a little jitter so parallel miners spread out.
-                        let jitter = (std::process::id() as u64 * 37 + attempt as u64 * 101) % 250;
-                        std::thread::sleep(Duration::from_millis((1000u64 << attempt) + jitter));
-                    }
-                }
-                Err(e) => {
-                    result = Some(Err(e));
-                    break;
-                }
-            }
-        }
+        let result = self.patience.run(|| self.once(req));
         self.release();
-        result.unwrap_or_else(|| {
-            Err(LlmError::Http {
-                url: self.base_url.clone(),
-                msg: format!("gave up after {} retries: {last}", self.max_retries),
-            })
-        })
+        match result {
+            Ok(mut r) => {
+                r.seconds = t0.elapsed().as_secs_f64();
+                Ok(r)
+            }
+            Err(GaveUp::Fatal(e)) => Err(e),
+            Err(GaveUp::Exhausted(x)) => Err(LlmError::Http { url: self.base_url.clone(), msg: x.to_string() }),
+        }
     }
 
     fn name(&self) -> String {
@@ -167,26 +149,7 @@ mod tests {
     //! Failure handling against a scripted HTTP server (the happy path runs against the
     //! real `alphaloop serve` in tests/llm.rs).
     use super::*;
-    use std::io::{BufReader, Write};
-
-    /// Answers each request with the next (status, body); returns the request bodies seen.
-    fn scripted(replies: Vec<(u16, &'static str)>) -> (String, std::thread::JoinHandle<Vec<String>>) {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let url = format!("http://{}/v1", l.local_addr().expect("addr"));
-        let h = std::thread::spawn(move || {
-            let mut seen = Vec::new();
-            for (status, body) in replies {
-                let (conn, _) = l.accept().expect("accept");
-                let mut r = BufReader::new(conn.try_clone().expect("clone"));
-                let req = crate::llm::serve::read_request(&mut r).expect("read").expect("a request");
-                seen.push(String::from_utf8(req.body).expect("utf8"));
-                let mut w = conn;
-                write!(w, "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).expect("write");
-            }
-            seen
-        });
-        (url, h)
-    }
+    use crate::llm::retry::scripted;
 
     const OK: &str = r#"{"choices":[{"message":{"content":"rank(close)"}}],"usage":{"prompt_tokens":9,"completion_tokens":2}}"#;
 
@@ -204,6 +167,41 @@ mod tests {
         assert!(seen[0].contains("response_format") && seen[1].contains("response_format"));
         assert!(!seen[2].contains("response_format") && !seen[3].contains("response_format"));
         assert!(seen[0].contains("\"system\"") && seen[0].contains("\"max_tokens\""));
+    }
+
+    /// Waits of milliseconds instead of seconds; the budgets as given.
+    fn quick(outage: Duration) -> Patience {
+        let mut p = Patience::new(outage);
+        p.first_contact = Duration::from_millis(300);
+        (p.first_wait, p.max_wait) = (Duration::from_millis(5), Duration::from_millis(20));
+        p
+    }
+
+    #[test]
+    fn an_outage_after_the_first_answer_is_waited_out() {
+        // Eight failures in a row (three more than the five retries that used to end a
+        // run), then the server is back.
+        let mut replies = vec![(200, OK)];
+        replies.extend([(503, "down"), (502, "bad gateway"), (429, "slow down"), (500, "oops")].repeat(2));
+        replies.push((200, OK));
+        let (url, h) = scripted(replies);
+        let m = OpenAiModel::new(&url, "m", None, 1, Duration::from_secs(10)).expect("client").with_patience(quick(Duration::from_secs(60)));
+        m.chat(&ChatRequest::new("", "first")).expect("first answer");
+        let r = m.chat(&ChatRequest::new("", "second")).expect("answer after the outage");
+        assert_eq!(r.text, "rank(close)");
+        assert_eq!(h.join().expect("server").len(), 10);
+    }
+
+    #[test]
+    fn a_server_that_never_answers_is_given_up_on_soon_and_the_message_says_so() {
+        let (url, h) = scripted(vec![(503, "down"); 3]);
+        let m = OpenAiModel::new(&url, "m", None, 1, Duration::from_secs(10)).expect("client").with_patience(quick(Duration::from_secs(600)));
+        let t0 = std::time::Instant::now();
+        let msg = m.chat(&ChatRequest::new("", "hi")).expect_err("never answers").to_string();
+        // After the three 503s the port is closed: transport errors, retried the same way.
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        assert!(msg.contains(&url) && msg.contains("gave up after") && msg.contains("has not answered once"), "{msg}");
+        assert_eq!(h.join().expect("server").len(), 3);
     }
 
     #[test]
