@@ -28,7 +28,7 @@ pub struct Config {
     /// `http://127.0.0.1:8080/v1` for `alphaloop serve`.
     pub llm_url: Option<String>,
     /// Minutes a remote endpoint that has answered before (the `--llm openai:` model, the
-    /// `openai:` embedder) may keep failing with transport errors, 429 or 5xx before the
+    /// `openai:` embedder, a `qdrant://` knowledge base) may keep failing with transport errors, 429 or 5xx before the
     /// run stops (default 10; `--resume` continues a stopped run). Retries wait 1 s, 2 s,
     /// 4 s … up to 60 s, or what the server's Retry-After asks. An endpoint that has never
     /// answered is given up on after 30 s: that is usually a wrong URL or key.

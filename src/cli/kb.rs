@@ -91,7 +91,7 @@ pub fn open(flag: Option<&str>, cfg: &Config) -> Result<Kb> {
         Some(s) => s.parse::<Location>().map_err(anyhow::Error::msg)?,
         None => Location::default_dir(),
     };
-    Ok(Kb::open(&loc, embedder(cfg)?)?)
+    Ok(Kb::open_with(&loc, embedder(cfg)?, crate::llm::retry::Patience::from_minutes(cfg.retry_minutes))?)
 }
 
 /// The embedder the config names (default: the local all-MiniLM-L6-v2).

@@ -113,12 +113,19 @@ pub struct Kb {
 }
 
 impl Kb {
-    /// Opens (creating if needed) the knowledge base at `loc`.
+    /// Opens (creating if needed) the knowledge base at `loc`; a server's transient
+    /// failures are retried as [`Patience::default`] allows.
     pub fn open(loc: &Location, embedder: Arc<dyn Embedder>) -> Result<Kb, KbError> {
+        Kb::open_with(loc, embedder, crate::llm::retry::Patience::default())
+    }
+
+    /// [`open`](Self::open), with a server's retries as `patience` allows (the config's
+    /// `retry_minutes`).
+    pub fn open_with(loc: &Location, embedder: Arc<dyn Embedder>, patience: crate::llm::retry::Patience) -> Result<Kb, KbError> {
         let dims = Dims { text: embedder.dim(), behaviour: behaviour::DIM };
         let store: Box<dyn Store> = match loc {
             Location::Dir(d) => Box::new(edge::EdgeStore::open(d, dims)?),
-            Location::Server { url, collection } => Box::new(server::ServerStore::open(url, collection, dims)?),
+            Location::Server { url, collection } => Box::new(server::ServerStore::open(url, collection, dims, patience)?),
         };
         Kb::with_store(store, embedder)
     }

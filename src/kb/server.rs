@@ -1,5 +1,8 @@
 //! The shared backend: a collection on a Qdrant server (`--kb qdrant://host:port/collection`),
-//! for several miners writing one KB. Writes wait for the server's acknowledgement.
+//! for several miners writing one KB. Writes wait for the server's acknowledgement. Calls
+//! that fail because the server is unreachable, overloaded or restarting are retried as
+//! the config's `retry_minutes` allows ([`Patience`]); writes are upserts by id, so a
+//! repeated one stores the same thing.
 //! Integration tests run when `QDRANT_URL` is set (e.g. `qdrant://localhost:6334/test`).
 
 use super::store::{Cond, Dims, Doc, Filter, Point, Store, BEHAVIOUR, CODE, FLOAT_INDEXES, IDEA, INTEGER_INDEXES, KEYWORD_INDEXES};
@@ -10,7 +13,8 @@ use qdrant_client::qdrant::{
     GetPointsBuilder, PointId, PointStruct, PointsIdsList, Range, ScrollPointsBuilder, SearchPointsBuilder,
     UpsertPointsBuilder, VectorParamsBuilder, VectorsConfigBuilder, VectorsOutput,
 };
-use qdrant_client::{Payload, Qdrant};
+use crate::llm::retry::{Failure, GaveUp, Patience};
+use qdrant_client::{Payload, Qdrant, QdrantError};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
@@ -20,11 +24,12 @@ pub struct ServerStore {
     url: String,
     collection: String,
     dims: Dims,
+    patience: Patience,
 }
 
 impl ServerStore {
     /// Connects, creating the collection (with its vectors and payload indexes) if needed.
-    pub fn open(url: &str, collection: &str, dims: Dims) -> Result<ServerStore, KbError> {
+    pub fn open(url: &str, collection: &str, dims: Dims, patience: Patience) -> Result<ServerStore, KbError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -33,22 +38,18 @@ impl ServerStore {
             .timeout(std::time::Duration::from_secs(30))
             .build()
             .map_err(|e| KbError::Engine { location: url.into(), msg: e.to_string() })?;
-        let s = ServerStore { client, rt, url: url.into(), collection: collection.into(), dims };
-        let exists = s.rt.block_on(s.client.collection_exists(collection)).map_err(|e| s.err(e))?;
+        let s = ServerStore { client, rt, url: url.into(), collection: collection.into(), dims, patience };
+        let exists = s.call(|| s.client.collection_exists(collection))?;
         if !exists {
             let mut vc = VectorsConfigBuilder::default();
             vc.add_named_vector_params(IDEA, VectorParamsBuilder::new(dims.text as u64, Distance::Cosine));
             vc.add_named_vector_params(CODE, VectorParamsBuilder::new(dims.text as u64, Distance::Cosine));
             vc.add_named_vector_params(BEHAVIOUR, VectorParamsBuilder::new(dims.behaviour as u64, Distance::Cosine).on_disk(true));
-            s.rt.block_on(s.client.create_collection(CreateCollectionBuilder::new(collection).vectors_config(vc)))
-                .map_err(|e| s.err(e))?;
+            s.call(|| s.client.create_collection(CreateCollectionBuilder::new(collection).vectors_config(vc.clone())))?;
             let kinds = [(KEYWORD_INDEXES, FieldType::Keyword), (INTEGER_INDEXES, FieldType::Integer), (FLOAT_INDEXES, FieldType::Float)];
             for (keys, ty) in kinds {
                 for k in keys {
-                    s.rt.block_on(
-                        s.client.create_field_index(CreateFieldIndexCollectionBuilder::new(collection, *k, ty).wait(true)),
-                    )
-                    .map_err(|e| s.err(e))?;
+                    s.call(|| s.client.create_field_index(CreateFieldIndexCollectionBuilder::new(collection, *k, ty).wait(true)))?;
                 }
             }
         }
@@ -58,6 +59,30 @@ impl ServerStore {
     fn err(&self, e: impl std::fmt::Display) -> KbError {
         KbError::Engine { location: self.location(), msg: e.to_string() }
     }
+
+    /// Runs one request (built afresh for each attempt), retrying transient failures.
+    fn call<T, F: std::future::Future<Output = Result<T, QdrantError>>>(&self, request: impl Fn() -> F) -> Result<T, KbError> {
+        match self.patience.run(|| self.rt.block_on(request()).map_err(classify)) {
+            Ok(v) => Ok(v),
+            Err(GaveUp::Fatal(e)) => Err(self.err(e)),
+            Err(GaveUp::Exhausted(x)) => Err(self.err(x)),
+        }
+    }
+}
+
+/// Unreachable, overloaded, timed out or restarting: worth another attempt. Anything else
+/// (a bad request, a missing collection, wrong dimensions) is not.
+fn classify(e: QdrantError) -> Failure<QdrantError> {
+    use tonic::Code;
+    let after = match &e {
+        QdrantError::ResourceExhaustedError { retry_after_seconds, .. } => Some(std::time::Duration::from_secs(*retry_after_seconds)),
+        QdrantError::ResponseError { status } if matches!(status.code(), Code::Unavailable | Code::DeadlineExceeded | Code::Aborted | Code::ResourceExhausted) => None,
+        // qdrant-client reports a failed connection as `internal` with this message.
+        QdrantError::ResponseError { status } if status.code() == Code::Internal && status.message().starts_with("Failed to connect") => None,
+        QdrantError::Io(_) => None,
+        _ => return Failure::Fatal(e),
+    };
+    Failure::Transient { msg: e.to_string(), after }
 }
 
 fn filter(f: &Filter) -> Option<qdrant_client::qdrant::Filter> {
@@ -119,21 +144,16 @@ impl Store for ServerStore {
                 PointStruct::new(p.id, v, Payload::from(p.payload))
             })
             .collect();
-        self.rt
-            .block_on(self.client.upsert_points(UpsertPointsBuilder::new(&self.collection, pts).wait(true)))
-            .map_err(|e| self.err(e))?;
+        self.call(|| self.client.upsert_points(UpsertPointsBuilder::new(&self.collection, pts.clone()).wait(true)))?;
         Ok(())
     }
 
     fn get(&self, ids: &[u64], with_vectors: bool) -> Result<Vec<Doc>, KbError> {
         let ids: Vec<PointId> = ids.iter().map(|&i| i.into()).collect();
-        let r = self
-            .rt
-            .block_on(
-                self.client
-                    .get_points(GetPointsBuilder::new(&self.collection, ids).with_payload(true).with_vectors(with_vectors)),
-            )
-            .map_err(|e| self.err(e))?;
+        let r = self.call(|| {
+            self.client
+                .get_points(GetPointsBuilder::new(&self.collection, ids.clone()).with_payload(true).with_vectors(with_vectors))
+        })?;
         Ok(r.result
             .into_iter()
             .map(|p| doc(p.id, p.payload, p.vectors))
@@ -142,12 +162,10 @@ impl Store for ServerStore {
 
     fn delete(&self, ids: &[u64]) -> Result<(), KbError> {
         let ids: Vec<PointId> = ids.iter().map(|&i| i.into()).collect();
-        self.rt
-            .block_on(
-                self.client
-                    .delete_points(DeletePointsBuilder::new(&self.collection).points(PointsIdsList { ids }).wait(true)),
-            )
-            .map_err(|e| self.err(e))?;
+        self.call(|| {
+            self.client
+                .delete_points(DeletePointsBuilder::new(&self.collection).points(PointsIdsList { ids: ids.clone() }).wait(true))
+        })?;
         Ok(())
     }
 
@@ -162,7 +180,7 @@ impl Store for ServerStore {
             if let Some(o) = offset.take() {
                 b = b.offset(o);
             }
-            let r = self.rt.block_on(self.client.scroll(b)).map_err(|e| self.err(e))?;
+            let r = self.call(|| self.client.scroll(b.clone()))?;
             out.extend(
                 r.result
                     .into_iter()
@@ -184,7 +202,7 @@ impl Store for ServerStore {
         if let Some(flt) = filter(f) {
             b = b.filter(flt);
         }
-        let r = self.rt.block_on(self.client.search_points(b)).map_err(|e| self.err(e))?;
+        let r = self.call(|| self.client.search_points(b.clone()))?;
         Ok(r.result
             .into_iter()
             .map(|p| (p.score, doc(p.id, p.payload, p.vectors)))
@@ -196,7 +214,7 @@ impl Store for ServerStore {
         if let Some(flt) = filter(f) {
             b = b.filter(flt);
         }
-        let r = self.rt.block_on(self.client.count(b)).map_err(|e| self.err(e))?;
+        let r = self.call(|| self.client.count(b.clone()))?;
         Ok(r.result.map(|c| c.count as usize).unwrap_or(0))
     }
 
@@ -206,5 +224,40 @@ impl Store for ServerStore {
 
     fn location(&self) -> String {
         format!("{}/{}", self.url.replace("http://", "qdrant://"), self.collection)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Retries without a server (the backend itself is tested in tests/kb_server.rs when
+    //! `QDRANT_URL` names one).
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn unreachable_and_overloaded_servers_are_retried_bad_requests_are_not() {
+        let transient = |e| matches!(classify(e), Failure::Transient { .. });
+        assert!(transient(QdrantError::ResponseError { status: tonic::Status::unavailable("connection refused") }));
+        assert!(transient(QdrantError::ResponseError { status: tonic::Status::deadline_exceeded("slow") }));
+        assert!(!transient(QdrantError::ResponseError { status: tonic::Status::invalid_argument("wrong vector size") }));
+        assert!(!transient(QdrantError::ResponseError { status: tonic::Status::not_found("no collection") }));
+        assert!(transient(QdrantError::ResponseError { status: tonic::Status::internal("Failed to connect to http://h:6334/: refused") }));
+        assert!(!transient(QdrantError::ResponseError { status: tonic::Status::internal("service panicked") }));
+        let busy = QdrantError::ResourceExhaustedError { status: tonic::Status::resource_exhausted("busy"), retry_after_seconds: 3 };
+        assert!(matches!(classify(busy), Failure::Transient { after: Some(d), .. } if d == Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn a_server_that_is_not_there_is_retried_briefly_and_named() {
+        // A port that was free a moment ago: nothing listens there.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
+        let mut p = Patience::new(Duration::from_secs(600));
+        (p.first_contact, p.first_wait, p.max_wait) = (Duration::from_millis(300), Duration::from_millis(10), Duration::from_millis(40));
+        let t0 = std::time::Instant::now();
+        let url = format!("http://127.0.0.1:{port}");
+        let msg = ServerStore::open(&url, "c", Dims { text: 4, behaviour: 4 }, p).err().expect("nothing listens").to_string();
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+        assert!(msg.contains(&format!("qdrant://127.0.0.1:{port}/c")), "{msg}");
+        assert!(msg.contains("gave up after") && msg.contains("has not answered once"), "{msg}");
     }
 }
