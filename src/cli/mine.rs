@@ -31,10 +31,12 @@ pub struct MineArgs {
     /// Threads for the local model (0: all cores); fewer leaves cores for other work.
     #[arg(long, default_value_t = 0)]
     pub llm_threads: i32,
+    /// Knowledge base: a directory (embedded Qdrant) or qdrant://host:port/collection (default: the config's `kb`, else alpha_kb/store)
     #[arg(long, env = "ALPHALOOP_KB")]
     pub kb: Option<String>,
     #[command(flatten)]
     pub data: DataArgs,
+    /// Seed of the genetic-programming writer's random draws (`--writer gp`)
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Continue a stopped or crashed run without redoing finished ideas.
@@ -73,6 +75,7 @@ pub struct MineArgs {
     /// Idea library (default alpha_kb/ideas.toml).
     #[arg(long)]
     pub idea_file: Option<PathBuf>,
+    /// Print the run's summary as one JSON object (no progress bar)
     #[arg(long)]
     pub json: bool,
 }
@@ -435,7 +438,7 @@ pub fn runs(cmd: Option<RunsCmd>, json: bool) -> Result<i32> {
                     let acc = o.iter().filter(|x| x.status == "accepted").count();
                     let tok: u64 = o.iter().map(|x| x.prompt_tokens + x.completion_tokens).sum();
                     let best = o.iter().filter(|x| x.status == "accepted").filter_map(|x| x.valid_rank_ic).fold(f64::NAN, f64::max);
-                    rows.push(vec![id.clone(), o.len().to_string(), acc.to_string(), format!("{best:.4}"), tok.to_string()]);
+                    rows.push(vec![id.clone(), o.len().to_string(), acc.to_string(), super::table::num(best), tok.to_string()]);
                     out.push(serde_json::json!({"id": id, "ideas": o.len(), "accepted": acc, "best_valid_rank_ic": best, "tokens": tok}));
                 }
             }

@@ -55,6 +55,7 @@ pub enum Command {
     Runs {
         #[command(subcommand)]
         cmd: Option<mine::RunsCmd>,
+        /// Print JSON
         #[arg(long)]
         json: bool,
     },

@@ -22,6 +22,7 @@ pub struct TrainArgs {
     /// Use the N best accepted alphas (by --by on --split), decorrelated.
     #[arg(long, default_value_t = 20)]
     pub top: usize,
+    /// Metric that ranks the alphas for --top (rank_ic, ic, icir, sharpe, ...).
     #[arg(long, default_value = "rank_ic")]
     pub by: String,
     /// Split the selection looks at: train or valid (never test).
@@ -40,23 +41,31 @@ pub struct TrainArgs {
     /// Skip the baseline of the alpha101 seeds through the same model.
     #[arg(long)]
     pub no_seed_baseline: bool,
+    /// Per-date transform of the features.
     #[arg(long, value_enum, default_value = "rank")]
     pub transform: Transform,
+    /// What the booster is fit to.
     #[arg(long, value_enum, default_value = "rank")]
     pub target: Target,
+    /// Early-stopping criterion on the valid split.
     #[arg(long, value_enum, default_value = "rank-ic")]
     pub stop_on: StopOn,
+    /// Most boosting rounds (trees).
     #[arg(long, default_value_t = 200)]
     pub max_rounds: u32,
+    /// Stop after this many rounds without improvement on valid.
     #[arg(long, default_value_t = 20)]
     pub patience: u32,
+    /// Learning rate.
     #[arg(long, default_value_t = 0.05)]
     pub eta: f64,
+    /// Depth of each tree.
     #[arg(long, default_value_t = 4)]
     pub max_depth: u32,
     /// L2 regularisation.
     #[arg(long, default_value_t = 10.0)]
     pub lambda: f64,
+    /// Least hessian weight in a leaf (rows, for squared error): keeps leaves from fitting a few stocks.
     #[arg(long, default_value_t = 200.0)]
     pub min_child_weight: f64,
     /// Also walk the model forward through test: refit it every N months on every label
@@ -71,12 +80,14 @@ pub struct TrainArgs {
     /// k = 5, 10, 20, ... and write curve.csv and curve.png into this directory.
     #[arg(long)]
     pub curve: Option<PathBuf>,
+    /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct PredictArgs {
+    /// A model saved by `alphaloop train` (its --out).
     #[arg(long)]
     pub model: PathBuf,
     #[command(flatten)]
@@ -87,6 +98,7 @@ pub struct PredictArgs {
     /// Write the scores to a .parquet or .csv file.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Print the scores as JSON.
     #[arg(long)]
     pub json: bool,
 }

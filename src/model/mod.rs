@@ -44,8 +44,10 @@ fn xe(e: impl std::fmt::Display) -> ModelError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Transform {
+    /// Each feature's percentile rank per date, in (0, 1].
     #[default]
     Rank,
+    /// Each feature minus its per-date mean, over its per-date standard deviation.
     Zscore,
 }
 
@@ -66,7 +68,9 @@ pub enum Target {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum StopOn {
+    /// The squared error of the prediction.
     Mse,
+    /// The mean daily rank IC of the prediction.
     #[default]
     RankIc,
 }
