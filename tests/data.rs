@@ -122,3 +122,34 @@ fn periods_outside_the_data_are_explained() {
     assert!(matches!(e, DataError::Period(_)));
     assert!(m.contains("period 'train' has no dates") && m.contains("2015-01-02..2018-12-31"), "{m}");
 }
+
+#[test]
+fn yahoo_style_column_names_load_as_the_standard_ones() {
+    // Date, Ticker, Open, High, Low, Close, Adj Close, Volume: a Yahoo Finance export.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut df = ParquetReader::new(std::fs::File::open(shared("data/sp500_sample.parquet")).expect("open")).finish().expect("read");
+    for (from, to) in [("date", "Date"), ("symbol", "Ticker"), ("open", "Open"), ("high", "High"), ("low", "Low"), ("close", "Close"), ("adj_close", "Adj Close"), ("volume", "Volume"), ("dividend", "Cash Dividend")] {
+        df.rename(from, to.into()).expect("rename");
+    }
+    let path = dir.path().join("yahoo.csv");
+    CsvWriter::new(std::fs::File::create(&path).expect("create")).finish(&mut df).expect("write csv");
+    let opts = LoadOptions { groups: Some(shared("data/sp500_constituents.csv")) };
+    let y = load(&path, &opts).expect("yahoo-style csv loads");
+    let pq = sample();
+    assert_eq!((&y.dates, &y.symbols), (&pq.dates, &pq.symbols));
+    // Adjusted by 'Adj Close' exactly as by adj_close; the extra column under a name an
+    // expression can use.
+    for k in ["open", "high", "low", "close", "volume"] {
+        let (p, q) = (&pq.fields[k], &y.fields[k]);
+        assert!(p.as_slice().iter().zip(q.as_slice()).all(|(a, b)| (a - b).abs() <= 1e-9 * a.abs().max(1.0) || (a.is_nan() && b.is_nan())), "field {k}");
+    }
+    assert_eq!(y.fields["cash_dividend"].as_slice(), pq.fields["dividend"].as_slice());
+    assert!(!y.fields.contains_key("adj close") && !y.fields.contains_key("adj_close") && !y.fields.contains_key("ticker"));
+
+    // A column with the standard name wins over an alias: here `symbol` is the real one
+    // and `ticker` a numeric extra.
+    let p = write(dir.path(), "both.csv", "date,symbol,ticker,open,high,low,close,volume\n2015-01-02,AAA,7,1,1,1,1,10\n2015-01-02,BBB,8,1,1,1,1,10\n");
+    let d = load(&p, &LoadOptions::default()).expect("loads");
+    assert_eq!(d.symbols, ["AAA", "BBB"]);
+    assert_eq!(d.fields["ticker"].as_slice(), &[7.0, 8.0]);
+}

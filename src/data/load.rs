@@ -40,9 +40,27 @@ fn read_frame(path: &Path) -> Result<DataFrame, DataError> {
     }
 }
 
-/// Finds a column by case-insensitive name.
+/// Other names the standard columns go by in common exports (Yahoo Finance, vendor
+/// dumps), compared after [`canonical`]: a file with `Date, Ticker, …, Adj Close` loads
+/// as it is. A column with the standard name itself always wins over an alias.
+const ALIASES: &[(&str, &[&str])] = &[
+    ("date", &["datetime", "timestamp", "trade_date", "trading_date", "time"]),
+    ("symbol", &["ticker", "code", "instrument", "asset", "stock", "sym"]),
+    ("adj_close", &["adjclose", "adjusted_close", "adj_price", "close_adj"]),
+    ("volume", &["vol"]),
+];
+
+/// A column name as the language sees it: lower case, spaces and hyphens as underscores
+/// (`Adj Close` → `adj_close`, `Market-Cap` → `market_cap`).
+fn canonical(name: &str) -> String {
+    name.trim().to_ascii_lowercase().replace([' ', '-'], "_")
+}
+
+/// Finds a standard column by its name (case, spaces and hyphens aside), else by one of
+/// its [`ALIASES`].
 fn find_col<'a>(df: &'a DataFrame, name: &str) -> Option<&'a Column> {
-    df.columns().iter().find(|c| c.name().as_str().eq_ignore_ascii_case(name))
+    let by = |n: &str| df.columns().iter().find(|c| canonical(c.name()) == n);
+    by(name).or_else(|| ALIASES.iter().find(|(std, _)| *std == name)?.1.iter().find_map(|a| by(a)))
 }
 
 fn column_names(df: &DataFrame) -> String {
@@ -233,10 +251,21 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
         .collect();
     fields.insert("volume".to_string(), Arc::new(scatter(&vol)));
 
-    // Extra numeric columns become fields as they are (no adjustment).
+    // The columns read as standard ones, under whatever name they had.
+    let standard: Vec<&str> = REQUIRED.iter().chain(&["adj_close"]).filter_map(|n| find_col(&df, n)).map(|c| c.name().as_str()).collect();
+    let renamed: Vec<String> = REQUIRED
+        .iter()
+        .chain(&["adj_close"])
+        .filter_map(|n| find_col(&df, n).filter(|c| c.name().to_ascii_lowercase() != *n).map(|c| format!("'{}' as {n}", c.name())))
+        .collect();
+    if !renamed.is_empty() {
+        tracing::info!("{}: read {}", path.display(), renamed.join(", "));
+    }
+    // Extra numeric columns become fields as they are (no adjustment), under their
+    // canonical names.
     for c in df.columns() {
-        let lname = c.name().to_ascii_lowercase();
-        if REQUIRED.contains(&lname.as_str()) || lname == "adj_close" {
+        let lname = canonical(c.name());
+        if standard.contains(&c.name().as_str()) || REQUIRED.contains(&lname.as_str()) || lname == "adj_close" {
             continue;
         }
         if c.dtype().is_primitive_numeric() {
@@ -267,7 +296,7 @@ pub fn load_groups(path: &Path, symbols: &[String]) -> Result<Groups, DataError>
         column: "symbol".into(),
         found: column_names(&df),
     })?;
-    let grp = ["group", "sector", "gics sector", "gics_sector"]
+    let grp = ["group", "sector", "gics_sector"]
         .iter()
         .find_map(|n| find_col(&df, n))
         .or_else(|| df.columns().last().filter(|c| c.name() != sym.name()))
