@@ -153,3 +153,36 @@ fn yahoo_style_column_names_load_as_the_standard_ones() {
     assert_eq!(d.symbols, ["AAA", "BBB"]);
     assert_eq!(d.fields["ticker"].as_slice(), &[7.0, 8.0]);
 }
+
+#[test]
+fn a_true_vwap_and_a_market_cap_column_are_used() {
+    // The shipped data has neither, so `vwap` is the typical price and `cap` an error; a
+    // file that has them gets them, vwap adjusted like the other prices.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let df = ParquetReader::new(std::fs::File::open(shared("data/sp500_sample.parquet")).expect("open")).finish().expect("read");
+    let raw_vwap = (df.column("high").expect("high").as_materialized_series() * 0.25 + df.column("low").expect("low").as_materialized_series() * 0.75).expect("vwap");
+    let cap = df.column("close").expect("close").as_materialized_series() * 1e6;
+    let mut df = df.hstack(&[raw_vwap.with_name("VWAP".into()).into(), cap.with_name("Market Cap".into()).into()]).expect("hstack");
+    let path = dir.path().join("with_vwap.csv");
+    CsvWriter::new(std::fs::File::create(&path).expect("create")).finish(&mut df).expect("write csv");
+    let d = load(&path, &LoadOptions { groups: Some(shared("data/sp500_constituents.csv")) }).expect("loads");
+    assert!(!d.vwap_is_typical() && d.derived_fields().all(|(n, _)| *n != "vwap"));
+    assert!(!d.fields.contains_key("market_cap"));
+    let none = &alphaloop::expr::NoAlphas;
+    let vwap = alphaloop::expr::eval_expr("vwap", &d, none).expect("vwap");
+    let want = alphaloop::expr::eval_expr("high * 0.25 + low * 0.75", &d, none).expect("adjusted prices");
+    assert!(vwap.as_slice().iter().zip(want.as_slice()).all(|(a, b)| (a - b).abs() <= 1e-9 * a.abs() || (a.is_nan() && b.is_nan())));
+    // cap is in dollars: not adjusted.
+    let cap = alphaloop::expr::eval_expr("cap", &d, none).expect("cap");
+    // The file's first row is the first date of its symbol.
+    let close_raw = df.column("close").expect("close").f64().expect("f64").get(0).expect("first close");
+    let first_symbol = df.column("symbol").expect("symbol").str().expect("str").get(0).expect("first symbol");
+    let a = d.symbols.iter().position(|s| s == first_symbol).expect("symbol");
+    assert!((cap.get(0, a) - close_raw * 1e6).abs() < 1e-3, "{}", cap.get(0, a));
+    // Alpha 56 evaluates here; on the shipped data it names the missing field.
+    let a56 = "(0 - (1 * (rank((sum(returns, 10) / sum(sum(returns, 2), 3))) * rank((returns * cap)))))";
+    assert!(alphaloop::expr::eval_expr(a56, &d, none).expect("alpha 56").as_slice().iter().any(|v| v.is_finite()));
+    let e = alphaloop::expr::eval_expr(a56, &sample(), none).expect_err("no cap in the sample").to_string();
+    assert!(e.contains("field 'cap'"), "{e}");
+    assert!(sample().vwap_is_typical());
+}

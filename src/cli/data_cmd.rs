@@ -39,7 +39,7 @@ pub fn run(cmd: DataCmd, cfg: &Config) -> Result<i32> {
                 let v = serde_json::json!({
                     "file": data.source, "n_assets": data.n_assets(), "n_dates": data.n_dates(),
                     "first_date": first, "last_date": last, "missing_share": missing,
-                    "fields": fields, "derived_fields": crate::data::DERIVED_FIELDS.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+                    "fields": fields, "derived_fields": data.derived_fields().map(|(n, _)| *n).collect::<Vec<_>>(),
                     "groups": groups, "fingerprint": data.fingerprint(),
                 });
                 println!("{}", serde_json::to_string_pretty(&v)?);
@@ -52,7 +52,7 @@ pub fn run(cmd: DataCmd, cfg: &Config) -> Result<i32> {
                 for (k, p) in &data.fields {
                     println!("  {k:<10} {:>6.2}%", p.missing_share() * 100.0);
                 }
-                println!("derived   {}", crate::data::DERIVED_FIELDS.iter().map(|(n, d)| format!("{n} = {d}")).collect::<Vec<_>>().join("\n          "));
+                println!("derived   {}", data.derived_fields().map(|(n, d)| format!("{n} = {d}")).collect::<Vec<_>>().join("\n          "));
                 match &data.groups {
                     Some(g) => println!("groups    {} groups from {} ({} assets unassigned)", g.names.len(), g.source.display(), g.ids.iter().filter(|x| x.is_none()).count()),
                     None => println!("groups    none (indneutralize unavailable; pass --groups FILE)"),

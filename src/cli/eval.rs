@@ -241,7 +241,7 @@ fn header(prep: &crate::backtest::Prepared) -> String {
 fn print_metrics(expr: &str, m: &Metrics, prep: &crate::backtest::Prepared) {
     println!("alpha  {expr}");
     println!("{}", header(prep));
-    if expr.to_ascii_lowercase().contains("vwap") {
+    if expr.to_ascii_lowercase().contains("vwap") && prep.data.vwap_is_typical() {
         println!("note   vwap is the typical price (high + low + close) / 3: the data has no true VWAP");
     }
     let rows: Vec<Vec<String>> = [
@@ -303,7 +303,7 @@ fn eval_file(defs: &[AlphaDef], args: &EvalArgs, prep: &crate::backtest::Prepare
         key(b).total_cmp(&key(a))
     });
     println!("{}", header(prep));
-    if defs.iter().any(|d| d.formula.to_ascii_lowercase().contains("vwap")) {
+    if defs.iter().any(|d| d.formula.to_ascii_lowercase().contains("vwap")) && prep.data.vwap_is_typical() {
         println!("note: vwap is the typical price (high + low + close) / 3: the data has no true VWAP");
     }
     let table: Vec<Vec<String>> = ok

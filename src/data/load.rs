@@ -10,6 +10,11 @@ use std::sync::Arc;
 /// taken as already adjusted).
 const REQUIRED: &[&str] = &["date", "symbol", "open", "high", "low", "close", "volume"];
 
+/// Standard columns a file may have: the adjustment, a true VWAP (a price, adjusted like
+/// close; without it `vwap` is the typical price) and the market capitalisation `cap`
+/// (already in dollars, so not adjusted; without it `cap` is an error).
+const OPTIONAL: &[&str] = &["adj_close", "vwap", "cap"];
+
 /// How to load a data file.
 #[derive(Clone, Debug, Default)]
 pub struct LoadOptions {
@@ -48,6 +53,7 @@ const ALIASES: &[(&str, &[&str])] = &[
     ("symbol", &["ticker", "code", "instrument", "asset", "stock", "sym"]),
     ("adj_close", &["adjclose", "adjusted_close", "adj_price", "close_adj"]),
     ("volume", &["vol"]),
+    ("cap", &["market_cap", "marketcap", "mktcap", "mkt_cap", "market_value"]),
 ];
 
 /// A column name as the language sees it: lower case, spaces and hyphens as underscores
@@ -243,6 +249,12 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
     for name in ["open", "high", "low"] {
         fields.insert(name.to_string(), Arc::new(adjusted(numeric(path, col(name))?)));
     }
+    if let Some(c) = find_col(&df, "vwap") {
+        fields.insert("vwap".to_string(), Arc::new(adjusted(numeric(path, c)?)));
+    }
+    if let Some(c) = find_col(&df, "cap") {
+        fields.insert("cap".to_string(), Arc::new(scatter(&numeric(path, c)?)));
+    }
     fields.insert("close".to_string(), Arc::new(adjusted(close_raw)));
     let vol: Vec<f64> = numeric(path, col("volume"))?
         .iter()
@@ -252,10 +264,10 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
     fields.insert("volume".to_string(), Arc::new(scatter(&vol)));
 
     // The columns read as standard ones, under whatever name they had.
-    let standard: Vec<&str> = REQUIRED.iter().chain(&["adj_close"]).filter_map(|n| find_col(&df, n)).map(|c| c.name().as_str()).collect();
+    let standard: Vec<&str> = REQUIRED.iter().chain(OPTIONAL).filter_map(|n| find_col(&df, n)).map(|c| c.name().as_str()).collect();
     let renamed: Vec<String> = REQUIRED
         .iter()
-        .chain(&["adj_close"])
+        .chain(OPTIONAL)
         .filter_map(|n| find_col(&df, n).filter(|c| c.name().to_ascii_lowercase() != *n).map(|c| format!("'{}' as {n}", c.name())))
         .collect();
     if !renamed.is_empty() {
@@ -265,7 +277,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
     // canonical names.
     for c in df.columns() {
         let lname = canonical(c.name());
-        if standard.contains(&c.name().as_str()) || REQUIRED.contains(&lname.as_str()) || lname == "adj_close" {
+        if standard.contains(&c.name().as_str()) || REQUIRED.contains(&lname.as_str()) || OPTIONAL.contains(&lname.as_str()) {
             continue;
         }
         if c.dtype().is_primitive_numeric() {

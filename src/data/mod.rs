@@ -65,7 +65,7 @@ pub struct MarketData {
 /// and the operator catalogue).
 pub const DERIVED_FIELDS: &[(&str, &str)] = &[
     ("returns", "close / delay(close, 1) - 1"),
-    ("vwap", "(high + low + close) / 3  (the data has no true VWAP: typical price)"),
+    ("vwap", "(high + low + close) / 3  (the data has no true VWAP: typical price); a vwap column in the data is used instead"),
     ("adv{d}", "ts_mean(close * volume, d), e.g. adv20"),
 ];
 
@@ -80,6 +80,17 @@ impl MarketData {
 
     pub fn field(&self, name: &str) -> Option<&Arc<Panel>> {
         self.fields.get(name)
+    }
+
+    /// The [`DERIVED_FIELDS`] this data computes (a column of the same name replaces one).
+    pub fn derived_fields(&self) -> impl Iterator<Item = &'static (&'static str, &'static str)> + '_ {
+        DERIVED_FIELDS.iter().filter(|(n, _)| !self.fields.contains_key(*n))
+    }
+
+    /// Whether `vwap` is the typical price (high + low + close) / 3, as for the shipped
+    /// data, rather than a vwap column of the file.
+    pub fn vwap_is_typical(&self) -> bool {
+        !self.fields.contains_key("vwap")
     }
 
     /// Index of the first date `>= d`.
