@@ -186,3 +186,34 @@ fn a_true_vwap_and_a_market_cap_column_are_used() {
     assert!(e.contains("field 'cap'"), "{e}");
     assert!(sample().vwap_is_typical());
 }
+
+#[test]
+fn data_of_another_era_gets_splits_of_its_own_dates() {
+    // The sample moved eight years on (2023-2026): every default split would be empty.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut df = ParquetReader::new(std::fs::File::open(shared("data/sp500_sample.parquet")).expect("open")).finish().expect("read");
+    let days = df.column("date").expect("date").cast(&DataType::Int32).expect("days");
+    let moved = (days.as_materialized_series() + 2922).cast(&DataType::Date).expect("dates");
+    df.with_column(Column::from(moved.with_name("date".into()))).expect("replace");
+    let path = dir.path().join("later.parquet");
+    ParquetWriter::new(std::fs::File::create(&path).expect("create")).finish(&mut df).expect("write");
+    let d = load(&path, &LoadOptions::default()).expect("loads");
+    let s = Splits::resolve(None, &d);
+    // 1006 dates: 603 train, 201 valid, 202 test, in order and covering every date.
+    let count = |(a, b): (alphaloop::data::Date, alphaloop::data::Date)| d.dates.iter().filter(|x| **x >= a && **x <= b).count();
+    assert_eq!((count(s.train), count(s.valid), count(s.test)), (603, 201, 202));
+    assert!(s.train.1 < s.valid.0 && s.valid.1 < s.test.0);
+    assert_eq!((s.train.0, s.test.1), (d.dates[0], d.dates[1005]));
+    // Configured splits are kept as they are, and data that overlaps the defaults keeps them.
+    assert_eq!(Splits::resolve(Some(&common::sample_splits()), &d), common::sample_splits());
+    assert_eq!(Splits::resolve(None, sample()), Splits::default());
+
+    // Through the CLI: the header names the period's dates; no survivorship note for data
+    // that is not the shipped S&P 500 set.
+    let out = common::bin().args(["eval", "--data"]).arg(&path).arg("rank(returns)").output().expect("runs");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    let want = format!("period valid ({}..{})", s.valid.0, s.valid.1);
+    assert!(stdout.contains(&want) && !stdout.contains("survivorship"), "{stdout}");
+    assert!(stderr.contains("lies outside the default splits") && stderr.contains("60/20/20"), "{stderr}");
+}

@@ -235,6 +235,11 @@ impl Scorer {
         &self.cfg
     }
 
+    /// Indices `[start, end)` of the period's dates in the data.
+    pub fn span(&self) -> (usize, usize) {
+        (self.start, self.end)
+    }
+
     /// Scores one signal (a panel over the same data the scorer was built on).
     pub fn score(&self, signal: &Panel) -> Metrics {
         self.score_many(&[signal]).pop().unwrap_or_default()

@@ -90,7 +90,7 @@ pub fn run(args: EvalArgs, cfg: &Config) -> Result<i32> {
     };
     let alphas = resolver(&args, &file_defs)?;
     let data = load_data(&args.data, cfg, args.json)?;
-    let splits = cfg.splits.clone().unwrap_or_default();
+    let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &data);
     let mcfg = MetricsConfig {
         horizon: args.horizon as usize,
         gap: args.gap as usize,
@@ -227,10 +227,19 @@ fn plot_book(path: &Path, expr: &str, data: &MarketData, daily: &crate::backtest
 
 fn header(prep: &crate::backtest::Prepared) -> String {
     let c = prep.scorer.config();
+    let d = &prep.data;
+    // The shipped S&P 500 files are today's constituents; a user's own data may not be.
+    let shipped = d.source.file_name().and_then(|f| f.to_str()).is_some_and(|f| f.starts_with("sp500_"));
+    let bias = if shipped { "; constituents as of 2021: survivorship bias" } else { "" };
+    let (s, e) = prep.scorer.span();
+    let dates = match (d.dates.get(s), e.checked_sub(1).and_then(|l| d.dates.get(l))) {
+        (Some(a), Some(b)) => format!(" ({a}..{b})"),
+        _ => String::new(),
+    };
     format!(
-        "data {} ({} stocks; constituents as of 2021: survivorship bias), period {}, label close(t+{})->close(t+{}), cost {} bps",
-        prep.data.source.display(),
-        prep.data.n_assets(),
+        "data {} ({} stocks{bias}), period {}{dates}, label close(t+{})->close(t+{}), cost {} bps",
+        d.source.display(),
+        d.n_assets(),
         prep.period,
         c.gap,
         c.gap + c.horizon,

@@ -217,7 +217,7 @@ fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataA
     // Formulas and factors are evaluated on train and valid, as mining sees the data.
     let mining = |kb: &mut Kb| -> Result<(MiningView, crate::kb::BehaviourSample)> {
         let md = load_data(data, cfg, json)?;
-        let splits = cfg.splits.clone().unwrap_or_default();
+        let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &md);
         let mcfg = MetricsConfig { cost_bps: cfg.cost_bps.unwrap_or(5.0), ..MetricsConfig::default() };
         let view = MiningView::new(&md, &splits, mcfg)?;
         let sample = kb.behaviour_sample(&md, &splits)?;

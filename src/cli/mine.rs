@@ -187,7 +187,7 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     let done = read_log(&log_path)?;
 
     let data = load_data(&args.data, cfg, args.json)?;
-    let splits = cfg.splits.clone().unwrap_or_default();
+    let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &data);
     let mcfg = MetricsConfig { cost_bps: cfg.cost_bps.unwrap_or(5.0), ..MetricsConfig::default() };
     // Everything after the end of valid is dropped here: mining never sees the test period.
     let view = MiningView::new(&data, &splits, mcfg)?;

@@ -183,7 +183,7 @@ fn config(args: &TrainArgs) -> TrainConfig {
 
 pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
     let data = load_data(&args.data, cfg, args.json)?;
-    let splits = cfg.splits.clone().unwrap_or_default();
+    let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &data);
     let mcfg = MetricsConfig { cost_bps: cfg.cost_bps.unwrap_or(5.0), ..MetricsConfig::default() };
     let resolver = seed_resolver()?;
     let tcfg = config(&args);

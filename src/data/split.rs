@@ -23,6 +23,45 @@ impl Default for Splits {
     }
 }
 
+impl Splits {
+    /// The splits for `data`: `configured` if given, else the defaults, unless the data
+    /// lies wholly outside them (data of another era than the shipped set), where every
+    /// period would be empty: then its own dates, the first 60 % train, the next 20 %
+    /// valid and the last 20 % test (said in a warning, with the dates).
+    pub fn resolve(configured: Option<&Splits>, data: &MarketData) -> Splits {
+        if let Some(s) = configured {
+            return s.clone();
+        }
+        let d = Splits::default();
+        let (Some(&first), Some(&last)) = (data.dates.first(), data.dates.last()) else { return d };
+        if last >= d.train.0 && first <= d.test.1 {
+            return d;
+        }
+        let s = Splits::proportional(&data.dates);
+        tracing::warn!(
+            "{} ({first}..{last}) lies outside the default splits ({}..{}) and no [splits] are configured: using train {}..{}, valid {}..{}, test {}..{} (60/20/20 of its dates); set [splits] in alphaloop.toml to choose",
+            data.source.display(),
+            d.train.0,
+            d.test.1,
+            s.train.0,
+            s.train.1,
+            s.valid.0,
+            s.valid.1,
+            s.test.0,
+            s.test.1
+        );
+        s
+    }
+
+    /// The first 60 % of `dates` (sorted, at least 3) train, the next 20 % valid, the rest test.
+    fn proportional(dates: &[Date]) -> Splits {
+        let n = dates.len();
+        let at = |k: usize| dates[k.min(n.saturating_sub(1))];
+        let (a, b) = ((n * 3 / 5).max(1), (n * 4 / 5).max(2));
+        Splits { train: (at(0), at(a - 1)), valid: (at(a), at(b - 1)), test: (at(b), at(n - 1)) }
+    }
+}
+
 /// Which dates are scored.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Period {
@@ -110,6 +149,15 @@ impl Period {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proportional_splits_cut_the_dates_60_20_20() {
+        let dates: Vec<Date> = (0..100).map(|k| Date(20_000 + k)).collect();
+        let s = Splits::proportional(&dates);
+        assert_eq!(s.train, (Date(20_000), Date(20_059)));
+        assert_eq!(s.valid, (Date(20_060), Date(20_079)));
+        assert_eq!(s.test, (Date(20_080), Date(20_099)));
+    }
 
     #[test]
     fn parses_periods() {
