@@ -182,7 +182,7 @@ fn a_true_vwap_and_a_market_cap_column_are_used() {
     // Alpha 56 evaluates here; on the shipped data it names the missing field.
     let a56 = "(0 - (1 * (rank((sum(returns, 10) / sum(sum(returns, 2), 3))) * rank((returns * cap)))))";
     assert!(alphaloop::expr::eval_expr(a56, &d, none).expect("alpha 56").as_slice().iter().any(|v| v.is_finite()));
-    let e = alphaloop::expr::eval_expr(a56, &sample(), none).expect_err("no cap in the sample").to_string();
+    let e = alphaloop::expr::eval_expr(a56, sample(), none).expect_err("no cap in the sample").to_string();
     assert!(e.contains("field 'cap'"), "{e}");
     assert!(sample().vwap_is_typical());
 }

@@ -220,8 +220,7 @@ impl<'a> Parser<'a> {
             return self.unary();
         }
         let mut lhs = self.binary(level + 1)?;
-        loop {
-            let Tok::Op(o) = self.tok else { break };
+        while let Tok::Op(o) = self.tok {
             let Some(&(_, op)) = LEVELS[level].iter().find(|(s, _)| *s == o) else { break };
             self.bump()?;
             let rhs = self.binary(level + 1)?;
