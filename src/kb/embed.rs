@@ -10,7 +10,7 @@
 //! record (a status update, a re-import) costs nothing.
 
 use super::KbError;
-use crate::llm::retry::{excerpt, retry_after, transient_status, Failure, GaveUp, Patience};
+use crate::llm::retry::{post_json, Failure, GaveUp, Patience};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
@@ -176,17 +176,7 @@ impl OpenAiEmbedder {
 
     /// One request: the reply's JSON, or how it failed.
     fn once(&self, url: &str, texts: &[String]) -> Result<serde_json::Value, Failure<String>> {
-        let mut req = self.client.post(url).json(&serde_json::json!({"model": self.model, "input": texts}));
-        if let Some(k) = &self.key {
-            req = req.bearer_auth(k);
-        }
-        let resp = req.send().map_err(|e| Failure::Transient { msg: e.to_string(), after: None })?;
-        let status = resp.status();
-        let after = retry_after(resp.headers());
-        let text = resp.text().unwrap_or_default();
-        if transient_status(status) {
-            return Err(Failure::Transient { msg: format!("HTTP {status}: {}", excerpt(&text)), after });
-        }
+        let (status, text) = post_json(&self.client, url, self.key.as_deref(), &serde_json::json!({"model": self.model, "input": texts}))?;
         let body: serde_json::Value = serde_json::from_str(&text).map_err(|e| Failure::Fatal(format!("HTTP {status}, reply is not JSON: {e}")))?;
         if !status.is_success() {
             return Err(Failure::Fatal(format!("HTTP {status}: {body}")));

@@ -5,7 +5,7 @@
 //! `response_format` (no JSON mode, RD-Agent #433) the request is repeated at once without
 //! it and the server is remembered as lacking it.
 
-use super::retry::{excerpt, retry_after, transient_status, Failure, GaveUp, Patience};
+use super::retry::{excerpt, post_json, Failure, GaveUp, Patience};
 use super::{ChatRequest, LanguageModel, LlmError, Reply};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -89,17 +89,7 @@ impl OpenAiModel {
     fn once(&self, req: &ChatRequest) -> Result<Reply, Failure<LlmError>> {
         let url = format!("{}/chat/completions", self.base_url);
         let json_mode = req.json && !self.no_json_mode.load(Ordering::Relaxed);
-        let mut r = self.client.post(&url).json(&self.body(req, json_mode));
-        if let Some(k) = &self.key {
-            r = r.bearer_auth(k);
-        }
-        let resp = r.send().map_err(|e| Failure::Transient { msg: e.to_string(), after: None })?;
-        let status = resp.status();
-        let after = retry_after(resp.headers());
-        let text = resp.text().unwrap_or_default();
-        if transient_status(status) {
-            return Err(Failure::Transient { msg: format!("HTTP {status}: {}", excerpt(&text)), after });
-        }
+        let (status, text) = post_json(&self.client, &url, self.key.as_deref(), &self.body(req, json_mode))?;
         if status.as_u16() == 400 && json_mode && text.contains("response_format") {
             tracing::warn!("{url} has no JSON mode; asking without response_format from now on");
             self.no_json_mode.store(true, Ordering::Relaxed);

@@ -125,14 +125,31 @@ impl Patience {
     }
 }
 
+/// Posts `body` as JSON (with the bearer `key`, if any): the reply's status and text, or
+/// a transient failure (a transport error, 429 or 5xx) for [`Patience::run`] to retry.
+pub fn post_json<E>(client: &reqwest::blocking::Client, url: &str, key: Option<&str>, body: &serde_json::Value) -> Result<(reqwest::StatusCode, String), Failure<E>> {
+    let mut req = client.post(url).json(body);
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    let resp = req.send().map_err(|e| Failure::Transient { msg: e.to_string(), after: None })?;
+    let status = resp.status();
+    let after = retry_after(resp.headers());
+    let text = resp.text().unwrap_or_default();
+    if transient_status(status) {
+        return Err(Failure::Transient { msg: format!("HTTP {status}: {}", excerpt(&text)), after });
+    }
+    Ok((status, text))
+}
+
 /// The wait a `Retry-After` header asks for, in seconds (the HTTP-date form is ignored).
-pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let s = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
     s.trim().parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0).map(Duration::from_secs_f64)
 }
 
 /// Whether an HTTP status is worth retrying: rate limits and server errors.
-pub fn transient_status(status: reqwest::StatusCode) -> bool {
+fn transient_status(status: reqwest::StatusCode) -> bool {
     status.as_u16() == 429 || status.is_server_error()
 }
 
