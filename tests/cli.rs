@@ -184,3 +184,19 @@ fn the_checkout_is_found_from_the_working_directory() {
     let built = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/runs");
     assert!(err.contains(&format!("no run 'nosuch' in {}", built.display())), "{err}");
 }
+
+#[test]
+fn a_bad_config_names_the_file_and_the_setting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (text, want) in [
+        ("retry_minute = 5\n", "unknown field `retry_minute`"),
+        ("retry_minutes = -1\n", "retry_minutes = -1; give a number of minutes, 0 or more"),
+        ("retry_minutes = \"x\"\n", "invalid type: string \"x\""),
+    ] {
+        let cfg = dir.path().join("alphaloop.toml");
+        std::fs::write(&cfg, text).expect("write config");
+        let (code, _, err) = run(&["--config", cfg.to_str().expect("utf8"), "eval", "rank(close)"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(&format!("{}: invalid config", cfg.display())) && err.contains(want), "{text}: {err}");
+    }
+}

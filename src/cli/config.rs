@@ -50,7 +50,11 @@ impl Config {
         };
         let Some(path) = path else { return Ok(Config::default()) };
         let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read config {}", path.display()))?;
-        toml::from_str(&text).with_context(|| format!("{}: invalid config", path.display()))
+        let cfg: Config = toml::from_str(&text).with_context(|| format!("{}: invalid config", path.display()))?;
+        if let Some(m) = cfg.retry_minutes.filter(|m| !(m.is_finite() && *m >= 0.0)) {
+            bail!("{}: invalid config: retry_minutes = {m}; give a number of minutes, 0 or more", path.display());
+        }
+        Ok(cfg)
     }
 }
 

@@ -82,7 +82,7 @@ impl Patience {
         }
     }
 
-    /// From the config's `retry_minutes` (default 10).
+    /// From the config's `retry_minutes` (default 10; the config refuses a negative one).
     pub fn from_minutes(minutes: Option<f64>) -> Patience {
         let m = minutes.filter(|m| m.is_finite() && *m >= 0.0).unwrap_or(10.0);
         Patience::new(Duration::from_secs_f64(m * 60.0))
