@@ -145,6 +145,10 @@ fn yahoo_style_column_names_load_as_the_standard_ones() {
     }
     assert_eq!(y.fields["cash_dividend"].as_slice(), pq.fields["dividend"].as_slice());
     assert!(!y.fields.contains_key("adj close") && !y.fields.contains_key("adj_close") && !y.fields.contains_key("ticker"));
+    // What `data info` reports (case alone is not worth a line).
+    let read_as: Vec<(&str, &str)> = y.read_as.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    assert_eq!(read_as, [("Ticker", "symbol"), ("Adj Close", "adj_close")]);
+    assert!(pq.read_as.is_empty());
 
     // A column with the standard name wins over an alias: here `symbol` is the real one
     // and `ticker` a numeric extra.

@@ -41,6 +41,7 @@ pub fn run(cmd: DataCmd, cfg: &Config) -> Result<i32> {
                     "first_date": first, "last_date": last, "missing_share": missing,
                     "fields": fields, "derived_fields": data.derived_fields().map(|(n, _)| *n).collect::<Vec<_>>(),
                     "groups": groups, "fingerprint": data.fingerprint(),
+                    "read_as": data.read_as.iter().map(|(f, t)| serde_json::json!({"column": f, "as": t})).collect::<Vec<_>>(),
                 });
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
@@ -48,6 +49,9 @@ pub fn run(cmd: DataCmd, cfg: &Config) -> Result<i32> {
                 println!("assets    {}", data.n_assets());
                 println!("dates     {} ({first} .. {last})", data.n_dates());
                 println!("missing   {:.2}% of (date, asset) cells have no close", missing * 100.0);
+                if !data.read_as.is_empty() {
+                    println!("columns   read {}", crate::data::describe_read_as(&data.read_as));
+                }
                 println!("fields    (missing share)");
                 for (k, p) in &data.fields {
                     println!("  {k:<10} {:>6.2}%", p.missing_share() * 100.0);

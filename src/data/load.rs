@@ -265,13 +265,13 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
 
     // The columns read as standard ones, under whatever name they had.
     let standard: Vec<&str> = REQUIRED.iter().chain(OPTIONAL).filter_map(|n| find_col(&df, n)).map(|c| c.name().as_str()).collect();
-    let renamed: Vec<String> = REQUIRED
+    let read_as: Vec<(String, String)> = REQUIRED
         .iter()
         .chain(OPTIONAL)
-        .filter_map(|n| find_col(&df, n).filter(|c| c.name().to_ascii_lowercase() != *n).map(|c| format!("'{}' as {n}", c.name())))
+        .filter_map(|n| find_col(&df, n).filter(|c| c.name().to_ascii_lowercase() != *n).map(|c| (c.name().to_string(), n.to_string())))
         .collect();
-    if !renamed.is_empty() {
-        tracing::info!("{}: read {}", path.display(), renamed.join(", "));
+    if !read_as.is_empty() {
+        tracing::info!("{}: read {}", path.display(), super::describe_read_as(&read_as));
     }
     // Extra numeric columns become fields as they are (no adjustment), under their
     // canonical names.
@@ -296,7 +296,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
         None => None,
     };
 
-    Ok(MarketData { source: path.to_path_buf(), dates: cal, symbols: uni, fields, groups })
+    Ok(MarketData { source: path.to_path_buf(), dates: cal, symbols: uni, fields, groups, read_as })
 }
 
 /// Reads a `symbol,group` CSV (any header; the symbol column is `symbol`, the group column

@@ -59,6 +59,14 @@ pub struct MarketData {
     /// Adjusted `open, high, low, close, volume` plus any extra numeric columns.
     pub fields: BTreeMap<String, Arc<Panel>>,
     pub groups: Option<Groups>,
+    /// Standard columns the file had under another name: (its name, the standard one),
+    /// e.g. ("Ticker", "symbol"), for `data info`.
+    pub read_as: Vec<(String, String)>,
+}
+
+/// `'Ticker' as symbol, 'Adj Close' as adj_close`.
+pub fn describe_read_as(read_as: &[(String, String)]) -> String {
+    read_as.iter().map(|(from, to)| format!("'{from}' as {to}")).collect::<Vec<_>>().join(", ")
 }
 
 /// Fields that are computed from the stored ones, with their definition (for `data info`
@@ -111,6 +119,7 @@ impl MarketData {
                 .map(|(k, p)| (k.clone(), Arc::new(p.truncate_dates(n))))
                 .collect(),
             groups: self.groups.clone(),
+            read_as: self.read_as.clone(),
         }
     }
 

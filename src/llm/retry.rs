@@ -1,4 +1,5 @@
-//! Patience with a remote endpoint (an OpenAI-compatible chat or embeddings server).
+//! Patience with a remote endpoint: an OpenAI-compatible chat or embeddings server, or a
+//! Qdrant server holding the knowledge base (`kb::server`).
 //!
 //! Why: an overnight run against a hosted model meets rate limits, 5xx replies and the odd
 //! outage of minutes; a fixed five retries (31 s in all) ended the whole run at the first

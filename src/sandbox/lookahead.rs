@@ -103,6 +103,7 @@ mod tests {
             symbols: vec!["A".into(), "B".into()],
             fields: [("close".to_string(), Arc::new(close))].into_iter().collect(),
             groups: None,
+            read_as: Vec::new(),
         }
     }
 
