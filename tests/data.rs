@@ -78,6 +78,10 @@ fn bad_files_get_clear_errors() {
     let p = write(d, "nocol.csv", "date,symbol,open,high,low,close,adj_close\n2015-01-02,AAA,1,1,1,1,1\n");
     let m = msg(&p);
     assert!(m.contains("nocol.csv") && m.contains("missing column 'volume'") && m.contains("found: date, symbol"), "{m}");
+    // The other names a missing column was looked for under are listed.
+    let p = write(d, "nosym.csv", "date,name,open,high,low,close,volume\n2015-01-02,AAA,1,1,1,1,10\n");
+    let m = msg(&p);
+    assert!(m.ends_with("missing column 'symbol' (found: date, name, open, high, low, close, volume; nor ticker, code, instrument, asset, stock, sym)"), "{m}");
 
     let p = write(d, "dup.csv", &format!("{HEADER}2015-01-02,AAA,1,1,1,1,1,10\n2015-01-02,BBB,1,1,1,1,1,10\n2015-01-02,AAA,2,2,2,2,2,20\n"));
     assert!(msg(&p).ends_with("dup.csv: duplicate row for date 2015-01-02 and symbol 'AAA' (rows 1 and 3)"), "{}", msg(&p));

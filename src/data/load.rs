@@ -161,10 +161,11 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
     }
     for c in REQUIRED {
         if find_col(&df, c).is_none() {
+            let aliases = ALIASES.iter().find(|(std, _)| std == c).map(|(_, a)| format!("; nor {}", a.join(", "))).unwrap_or_default();
             return Err(DataError::MissingColumn {
                 path: path.to_path_buf(),
                 column: (*c).to_string(),
-                found: column_names(&df),
+                found: format!("{}{aliases}", column_names(&df)),
             });
         }
     }
