@@ -281,3 +281,33 @@ fn the_python_writer_runs_factor_classes_in_the_sandbox() {
     let replies = std::fs::read_to_string(runs.join("py/replies.jsonl")).expect("replies");
     assert!(replies.contains("Factor"), "the writer was asked for a factor class");
 }
+
+/// `writer_fields`: data columns beyond the standard ones reach the expression writer's
+/// prompt and grammar; a name that is not a field stops the run before any model call.
+#[test]
+fn writer_fields_reach_the_writer_and_unknown_ones_are_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = config(dir.path(), &common::shared("data/sp500_sample.parquet"));
+    let runs = dir.path().join("runs");
+    let mut text = std::fs::read_to_string(&cfg).expect("config");
+    std::fs::write(&cfg, format!("writer_fields = [\"dividned\"]\n{text}")).expect("config");
+    let out = mine(&cfg, &runs, &["--ideas", "1", "--run-id", "bad", "--model", "/nonexistent.gguf"]).output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("writer_fields in the config: 'dividned' is not a field of") && err.contains("dividend, high"), "{err}");
+
+    text = format!("writer_fields = [\"dividend\"]\n{text}");
+    std::fs::write(&cfg, text).expect("config");
+    let _model = one_model_at_a_time();
+    let out = mine(&cfg, &runs, &["--ideas", "1", "--no-inner-loop", "--run-id", "wf", "--json"]).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let first = std::fs::read_to_string(runs.join("wf/replies.jsonl")).expect("recorded replies");
+    let writer: serde_json::Value = first
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json line"))
+        .find(|v| v["request"]["system"].as_str().is_some_and(|s| s.contains("writes formulaic stock alphas")))
+        .expect("a writer request");
+    let system = writer["request"]["system"].as_str().expect("system");
+    assert!(system.contains("Fields: open, high, low, close, volume, returns, vwap, adv5, adv10, adv20, adv60, adv120, dividend."), "{system}");
+    assert!(system.contains("vwap is the typical price"), "{system}");
+    assert!(writer["request"]["grammar"].as_str().expect("grammar").contains("| \"dividend\""));
+}

@@ -64,6 +64,9 @@ pub struct MineConfig {
     pub generation_size: usize,
     /// The writer writes Python factor classes (run in the sandbox) instead of expressions.
     pub python: bool,
+    /// Fields of the data offered to the expression writer beside the standard ones
+    /// (`writer_fields` in the config: fundamentals, `cap`, ...).
+    pub extra_fields: Vec<String>,
 }
 
 /// A model's price, USD per million tokens.
@@ -97,6 +100,7 @@ impl Default for MineConfig {
             price: Price::default(),
             generation_size: 10,
             python: false,
+            extra_fields: Vec::new(),
         }
     }
 }
@@ -301,14 +305,15 @@ impl<'a> Miner<'a> {
                 fields => if cfg.python {
                     view.data.fields.keys().map(String::as_str).chain(crate::sandbox::python::DERIVED).collect::<Vec<_>>().join(", ")
                 } else {
-                    crate::llm::grammar::FIELDS.join(", ")
+                    crate::llm::grammar::FIELDS.iter().copied().chain(cfg.extra_fields.iter().map(String::as_str)).collect::<Vec<_>>().join(", ")
                 },
                 operators => crate::expr::ops::describe(),
+                vwap_typical => view.data.vwap_is_typical(),
             },
         )?;
         use crate::llm::grammar as g;
         let grammars = constrained.then(|| Grammars {
-            expr: (!cfg.python).then(g::expression_gbnf),
+            expr: (!cfg.python).then(|| g::expression_gbnf_with(&cfg.extra_fields)),
             review: g::review_gbnf(),
             lesson: g::sentences_gbnf(1),
             summary: g::sentences_gbnf(3),

@@ -33,6 +33,11 @@ pub struct Config {
     /// 4 s … up to 60 s, or what the server's Retry-After asks. An endpoint that has never
     /// answered is given up on after 30 s: that is usually a wrong URL or key.
     pub retry_minutes: Option<f64>,
+    /// Fields of your data the expression writer may use beside the standard ones (open,
+    /// high, low, close, volume, returns, vwap, advN), e.g. `writer_fields = ["cap",
+    /// "pe_ratio"]`: each must be a column of the data (as `alphaloop data info` lists it).
+    #[serde(default)]
+    pub writer_fields: Vec<String>,
     /// Model prices for cost accounting and `--budget-usd`, USD per million tokens, keyed
     /// by the `--llm` value: `[prices."openai:gpt-4o-mini"] prompt = 0.15, completion = 0.6`.
     /// A model not listed costs 0 (right for the local one).

@@ -191,6 +191,11 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     let mcfg = MetricsConfig { cost_bps: cfg.cost_bps.unwrap_or(5.0), ..MetricsConfig::default() };
     // Everything after the end of valid is dropped here: mining never sees the test period.
     let view = MiningView::new(&data, &splits, mcfg)?;
+    for f in &cfg.writer_fields {
+        if !data.fields.contains_key(f) {
+            bail!("writer_fields in the config: '{f}' is not a field of {} (its fields: {})", data.source.display(), data.fields.keys().cloned().collect::<Vec<_>>().join(", "));
+        }
+    }
     drop(data);
     let mut kb = super::kb::open(args.kb.as_deref(), cfg)?;
     let sample = kb.behaviour_sample(&view.data, &splits)?;
@@ -206,7 +211,8 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     if args.budget_usd.is_some() && price.prompt == 0.0 && price.completion == 0.0 && !gp && args.llm != "local" {
         bail!("--budget-usd needs a price for '{}': add [prices.\"{}\"] prompt = ..., completion = ... (USD per million tokens) to the config", args.llm, args.llm);
     }
-    let mcfg = MineConfig { no_inner_loop: args.no_inner_loop, no_kb: args.no_kb, price, generation_size: args.generation_size.max(1), python, ..MineConfig::default() };
+    let extra_fields = cfg.writer_fields.clone();
+    let mcfg = MineConfig { no_inner_loop: args.no_inner_loop, no_kb: args.no_kb, price, generation_size: args.generation_size.max(1), python, extra_fields, ..MineConfig::default() };
     let summaries_path = run_dir.join("summaries.jsonl");
     let miner = Miner::new(llm.as_ref(), &kb, &view, sample, mcfg.clone(), Templates::load(&Templates::default_dir())?, run_id.clone(), constrained)?;
 

@@ -19,8 +19,13 @@ fn quote(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
-/// The GBNF text; the start rule is `root`.
+/// The GBNF text over the standard [`FIELDS`]; the start rule is `root`.
 pub fn expression_gbnf() -> String {
+    expression_gbnf_with(&[])
+}
+
+/// [`expression_gbnf`], offering `extra` fields of the data as well.
+pub fn expression_gbnf_with(extra: &[String]) -> String {
     let mut calls = Vec::new();
     for op in CATALOGUE.iter().filter(|o| !SKIP.contains(&o.name)) {
         // Operators with a comparison or logic meaning only take part through arithmetic.
@@ -44,7 +49,7 @@ pub fn expression_gbnf() -> String {
         rule.push_str(" \")\"");
         calls.push(rule);
     }
-    let fields: Vec<String> = FIELDS.iter().map(|f| quote(f)).collect();
+    let fields: Vec<String> = FIELDS.iter().copied().chain(extra.iter().map(String::as_str)).map(quote).collect();
     format!(
         "root ::= expr\n\
          expr ::= prod (ws [-+] ws prod)*\n\
@@ -86,6 +91,15 @@ pub fn hypothesis_gbnf() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extra_fields_join_the_field_rule() {
+        let field_rule = |g: &str| g.lines().find(|l| l.starts_with("field ::=")).map(str::to_string).unwrap_or_default();
+        let plain = field_rule(&expression_gbnf());
+        let extra = field_rule(&expression_gbnf_with(&["pe_ratio".to_string()]));
+        assert!(!plain.contains("pe_ratio"));
+        assert_eq!(extra, format!("{plain} | \"pe_ratio\""));
+    }
 
     #[test]
     fn grammar_names_every_operator_it_offers_once_and_only_known_ones() {
