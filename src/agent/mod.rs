@@ -682,7 +682,7 @@ impl<'a> Miner<'a> {
         let existing: Vec<String> = bandit.ideas(family).iter().map(|i| i.hypothesis.clone()).collect();
         let user = self.templates.render(
             "new_idea.md",
-            minijinja::context! { family => family.clone(), accepted => accepted, tried => tried, existing => existing, summary => summary },
+            minijinja::context! { family => family.clone(), accepted => accepted, tried => tried, existing => existing, summary => summary, extra_fields => self.cfg.extra_fields },
         )?;
         let system = self.templates.render("idea_system.md", minijinja::context! {})?;
         let mut tokens = (0, 0);
@@ -756,6 +756,21 @@ impl<'a> Miner<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn idea_and_writer_prompts_name_extra_fields_and_the_true_vwap_only_when_there_are() {
+        let t = Templates::load(&Templates::default_dir()).expect("templates");
+        let idea = |extra: Vec<String>| {
+            t.render("new_idea.md", minijinja::context! { family => "value", accepted => 0, tried => 0, existing => Vec::<String>::new(), summary => "", extra_fields => extra })
+                .expect("renders")
+        };
+        // Unchanged without extras (recorded runs replay against these exact prompts).
+        assert!(idea(vec![]).contains("built from open, high, low, close, volume, returns and vwap."));
+        assert!(idea(vec!["cap".into(), "pe_ratio".into()]).contains("built from open, high, low, close, volume, returns, cap, pe_ratio and vwap."));
+        let writer = |typical: bool| t.render("writer_system.md", minijinja::context! { fields => "open", operators => "", vwap_typical => typical }).expect("renders");
+        assert!(writer(true).contains("vwap is the typical price (high + low + close) / 3; adv20"));
+        assert!(writer(false).contains("vwap is the volume-weighted average price; adv20"));
+    }
 
     #[test]
     fn python_code_is_taken_from_the_fence() {
