@@ -46,21 +46,23 @@ fn ops() -> Vec<&'static crate::expr::ops::OpDef> {
         .collect()
 }
 
-/// A random expression of at most `depth` levels.
-pub fn random(rng: &mut Rng, depth: usize) -> Expr {
+/// A random expression of at most `depth` levels, its leaves drawn from the standard
+/// fields and `extra` ones.
+pub fn random(rng: &mut Rng, depth: usize, extra: &[String]) -> Expr {
     if depth <= 1 || rng.chance(0.2) {
-        return node(ExprKind::Ident(FIELDS[rng.below(FIELDS.len())].into()));
+        let k = rng.below(FIELDS.len() + extra.len());
+        return node(ExprKind::Ident(FIELDS.get(k).map_or_else(|| extra[k - FIELDS.len()].clone(), |f| f.to_string())));
     }
     if rng.chance(0.25) {
         let op = [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div][rng.below(4)];
-        return node(ExprKind::Binary(op, Box::new(random(rng, depth - 1)), Box::new(random(rng, depth - 1))));
+        return node(ExprKind::Binary(op, Box::new(random(rng, depth - 1, extra)), Box::new(random(rng, depth - 1, extra))));
     }
     let all = ops();
     let op = all[rng.below(all.len())];
     let mut args = Vec::new();
     for p in op.params {
         match p {
-            Param::Series => args.push(random(rng, depth - 1)),
+            Param::Series => args.push(random(rng, depth - 1, extra)),
             Param::Window => args.push(node(ExprKind::Num(WINDOWS[rng.below(WINDOWS.len())]))),
             Param::Optional(_) | Param::Group => {}
         }
@@ -148,10 +150,10 @@ fn nth(e: &Expr, k: usize) -> Expr {
 }
 
 /// Replaces a random subtree with a fresh random one.
-pub fn mutate(rng: &mut Rng, e: &Expr) -> Expr {
+pub fn mutate(rng: &mut Rng, e: &Expr, extra: &[String]) -> Expr {
     let mut out = e.clone();
     let k = rng.below(count(&out));
-    replace_nth(&mut out, k, random(rng, 3));
+    replace_nth(&mut out, k, random(rng, 3, extra));
     out
 }
 
@@ -168,6 +170,8 @@ pub fn crossover(rng: &mut Rng, a: &Expr, b: &Expr) -> Expr {
 #[derive(Default)]
 pub struct Population {
     pub members: Vec<(f64, Expr)>,
+    /// Fields of the data offered beside the standard ones (`writer_fields`).
+    pub extra_fields: Vec<String>,
 }
 
 impl Population {
@@ -191,8 +195,8 @@ impl Population {
     pub fn offspring(&self, rng: &mut Rng) -> Expr {
         match (self.tournament(rng), self.tournament(rng)) {
             (Some(a), Some(b)) if rng.chance(0.5) => crossover(rng, a, b),
-            (Some(a), _) if rng.chance(0.8) => mutate(rng, a),
-            _ => random(rng, 4),
+            (Some(a), _) if rng.chance(0.8) => mutate(rng, a, &self.extra_fields),
+            _ => random(rng, 4, &self.extra_fields),
         }
     }
 }
@@ -204,9 +208,10 @@ mod tests {
     #[test]
     fn random_mutated_and_crossed_trees_print_as_parseable_text() {
         let mut rng = Rng::new(3);
-        let mut pop = Population::default();
+        let mut pop = Population { extra_fields: vec!["pe_ratio".into()], ..Population::default() };
+        let mut leaves: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
         for _ in 0..50 {
-            let e = random(&mut rng, 4);
+            let e = random(&mut rng, 4, &pop.extra_fields);
             let text = to_text(&e);
             let back = crate::expr::parse(&text).unwrap_or_else(|err| panic!("{text}: {err}"));
             assert_eq!(to_text(&back), text);
@@ -216,6 +221,9 @@ mod tests {
             let c = pop.offspring(&mut rng);
             let text = to_text(&c);
             crate::expr::parse(&text).unwrap_or_else(|err| panic!("{text}: {err}"));
+            leaves.extend(FIELDS.iter().chain(&["pe_ratio"]).filter(|f| text.contains(*f)));
         }
+        // Every leaf, the extra field too, turns up.
+        assert_eq!(leaves.len(), FIELDS.len() + 1, "{leaves:?}");
     }
 }

@@ -741,7 +741,7 @@ impl<'a> Miner<'a> {
 
     /// A GP population seeded with the KB's accepted expressions, scored by train Rank IC.
     pub fn gp_population(&self) -> Result<gp::Population, AgentError> {
-        let mut pop = gp::Population::default();
+        let mut pop = gp::Population { extra_fields: self.cfg.extra_fields.clone(), ..gp::Population::default() };
         if !self.cfg.no_kb {
             for r in self.kb.records(&crate::kb::Filter::new().is("status", "accepted").is("kind", "expression"))? {
                 if let Ok(e) = crate::expr::parse(&r.code) {
