@@ -1,6 +1,8 @@
 //! Alpha files: a TOML list of `[[alpha]]` tables with `id` and `formula` (and optional
 //! `source`, `name`, `idea`). The seed library `alpha_kb/seeds/alpha101.toml` and the
-//! input of `alphaloop eval --file` share this format.
+//! input of `alphaloop eval --file` share this format. A `.txt` file is a plain list, one
+//! formula per line (blank lines and `#` comments skipped), each named after the file and
+//! its line (`mine_007` for line 7 of `mine.txt`): the form alphas are usually kept in.
 
 use crate::expr::AlphaResolver;
 use serde::{Deserialize, Serialize};
@@ -51,7 +53,11 @@ pub fn load(path: &Path) -> Result<Vec<AlphaDef>, SeedError> {
             SeedError::Parse { path: path.to_path_buf(), msg: e.to_string() }
         }
     })?;
-    let file: AlphaFile = toml::from_str(&text).map_err(|e| SeedError::Parse { path: path.to_path_buf(), msg: e.to_string() })?;
+    let file: AlphaFile = if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("txt")) {
+        AlphaFile { alpha: from_lines(path, &text) }
+    } else {
+        toml::from_str(&text).map_err(|e| SeedError::Parse { path: path.to_path_buf(), msg: e.to_string() })?
+    };
     let mut seen = std::collections::HashSet::new();
     for (i, a) in file.alpha.iter().enumerate() {
         if a.id.trim().is_empty() {
@@ -65,6 +71,24 @@ pub fn load(path: &Path) -> Result<Vec<AlphaDef>, SeedError> {
         }
     }
     Ok(file.alpha)
+}
+
+/// The alphas of a plain list: one formula per line, ids from the file's stem and the
+/// line number (zero-padded to the file's line count, so they sort in file order).
+fn from_lines(path: &Path, text: &str) -> Vec<AlphaDef> {
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "alpha".into());
+    let width = text.lines().count().to_string().len().max(3);
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .map(|(i, l)| AlphaDef {
+            id: format!("{stem}_{:0width$}", i + 1),
+            formula: l.trim().to_string(),
+            name: None,
+            idea: None,
+            source: Some(format!("{}, line {}", path.display(), i + 1)),
+        })
+        .collect()
 }
 
 /// Writes an alpha file.

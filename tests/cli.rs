@@ -200,3 +200,20 @@ fn a_bad_config_names_the_file_and_the_setting() {
         assert!(err.contains(&format!("{}: invalid config", cfg.display())) && err.contains(want), "{text}: {err}");
     }
 }
+
+#[test]
+fn eval_file_takes_a_plain_list_of_formulas() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let list = dir.path().join("mine.txt");
+    std::fs::write(&list, "# my alphas\nrank(delta(close, 5))\n\n-1 * ts_rank(volume, 10)\nrank(clsoe)\n").expect("write list");
+    let (code, out, err) = run(&["eval", "--data", &sample_arg(), "--period", "all", "--json", "--file", list.to_str().expect("utf8")]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let ids: std::collections::BTreeSet<&str> = v.as_array().expect("array").iter().filter_map(|a| a["id"].as_str()).collect();
+    // Named after the file and the line; the misspelt one is reported, not dropped.
+    assert_eq!(ids, ["mine_002", "mine_004", "mine_005"].into_iter().collect());
+    let bad = v.as_array().expect("array").iter().find(|a| a["id"] == "mine_005").expect("line 5");
+    assert!(bad["error"].as_str().is_some_and(|e| e.contains("unknown field 'clsoe'")), "{bad}");
+    let ok = v.as_array().expect("array").iter().find(|a| a["id"] == "mine_002").expect("line 2");
+    assert!(ok["rank_ic"].as_f64().is_some_and(f64::is_finite), "{ok}");
+}

@@ -271,6 +271,17 @@ fn kb_cli_end_to_end() {
     let stats: serde_json::Value = serde_json::from_str(&run(&["--json", "stats"])).expect("json");
     assert_eq!(stats["total"], 101);
     assert_eq!(stats["by_status"]["error"], 1, "only alpha 056 (cap) fails");
+    // A plain list of formulas goes in beside them, one record per line, into its own store.
+    let list = dir.path().join("ideas.txt");
+    std::fs::write(&list, "rank(delta(close, 5))
+# skipped
+-1 * ts_rank(volume, 10)
+").expect("write list");
+    let listed = dir.path().join("listed");
+    common::kb_cli(&cfg, &listed, &["import", list.to_str().expect("utf8")]);
+    let shown: serde_json::Value = serde_json::from_str(&common::kb_cli(&cfg, &listed, &["--json", "show", "ideas_003"])).expect("json");
+    assert_eq!(shown["code"], "-1 * ts_rank(volume, 10)");
+    assert!(shown["metrics"]["valid"]["rank_ic"].is_number(), "{shown}");
     let top: serde_json::Value = serde_json::from_str(&run(&["--json", "top", "-n", "5"])).expect("json");
     let v: Vec<f64> = top.as_array().expect("array").iter().map(|r| r["metrics"]["valid"]["rank_ic"].as_f64().expect("f64")).collect();
     assert_eq!(v.len(), 5);

@@ -16,7 +16,7 @@ pub struct EvalArgs {
     /// The alpha expression, e.g. "rank(delta(close, 5)) * -1".
     #[arg(allow_hyphen_values = true)]
     pub expr: Option<String>,
-    /// Evaluate every alpha of a TOML file (`[[alpha]]` with id and formula) instead.
+    /// Evaluate every alpha of a file instead: TOML (`[[alpha]]` with id and formula) or .txt (one formula per line).
     #[arg(long, conflicts_with = "expr")]
     pub file: Option<PathBuf>,
     /// Evaluate a Python factor file (a `Factor` subclass, see sandbox/python/README.md) in

@@ -67,7 +67,7 @@ pub enum KbCmd {
         #[arg(short, long)]
         out: Option<PathBuf>,
     },
-    /// Add records: a JSON export, a TOML file of formulas, a Python factor file (.py, run
+    /// Add records: a JSON export, a file of formulas (.toml, or .txt with one per line), a Python factor file (.py, run
     /// in the sandbox) or a WebAssembly module in text form (.wat, under wasmtime);
     /// formulas and programs are evaluated on --data (train and valid).
     Import {
@@ -206,7 +206,8 @@ fn tempfile_path(ext: &str) -> PathBuf {
 }
 
 fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataArgs, family: &str, cfg: &Config, json: bool) -> Result<()> {
-    let is_toml = file.extension().is_some_and(|e| e == "toml");
+    // A list of formulas: TOML, or plain text with one per line.
+    let is_toml = file.extension().is_some_and(|e| e == "toml" || e == "txt");
     // Programs, run in their sandboxes: a Python factor, or a WebAssembly module's text.
     let program = match file.extension().and_then(|e| e.to_str()) {
         Some("py") => Some((Kind::Python, "python")),
