@@ -221,6 +221,14 @@ fn the_gp_writer_needs_no_model() {
     let recs = kb.records(&Filter::new().is("run_id", "gp")).expect("records");
     assert_eq!(recs.len(), 6);
     assert!(recs.iter().all(|r| r.model == "gp" && r.reviews.len() == 3));
+    // The recorded run, read back and drawn.
+    let png = dir.path().join("gp.png");
+    let out = common::bin().env("ALPHALOOP_RUNS", &runs).args(["runs", "show", "gp", "--plot"]).arg(&png).output().expect("runs show");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("6 ideas") && text.contains("the run log is") && !text.contains("knowledge base -"), "{text}");
+    let bytes = std::fs::read(&png).expect("plot written");
+    assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5_000, "{} bytes", bytes.len());
 }
 
 /// Ctrl-C: the run stops taking ideas, finishes the one in flight, and ends normally with

@@ -381,11 +381,11 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     pb.finish_and_clear();
     drop(miner);
     kb.optimize()?;
-    summary(&run_id, &outcomes, &done, stop_reason, t0.elapsed().as_secs_f64(), &kb.location(), args.json)?;
+    summary(&run_id, &outcomes, &done, stop_reason, t0.elapsed().as_secs_f64(), Some(&kb.location()), args.json)?;
     Ok(0)
 }
 
-fn summary(run_id: &str, all: &[Outcome], before: &[Outcome], why: &str, secs: f64, kb: &str, json: bool) -> Result<()> {
+fn summary(run_id: &str, all: &[Outcome], before: &[Outcome], why: &str, secs: f64, kb: Option<&str>, json: bool) -> Result<()> {
     let new = &all[before.len()..];
     let acc = all.iter().filter(|o| o.status == "accepted").count();
     let tokens: u64 = all.iter().map(|o| o.prompt_tokens + o.completion_tokens).sum();
@@ -418,8 +418,32 @@ fn summary(run_id: &str, all: &[Outcome], before: &[Outcome], why: &str, secs: f
         100.0 * t[2] / total,
         100.0 * t[3] / total
     );
-    println!("records are in the knowledge base {kb}; the run log is {}", runs_dir().join(run_id).join("log.jsonl").display());
+    let log = runs_dir().join(run_id).join("log.jsonl");
+    match kb {
+        Some(kb) => println!("records are in the knowledge base {kb}; the run log is {}", log.display()),
+        None => println!("the run log is {}", log.display()),
+    }
     Ok(())
+}
+
+/// A run as a person would rather look at it than read: each idea's valid Rank IC (its
+/// final candidate's) and the best accepted one so far, against the idea's number.
+fn plot_run(id: &str, o: &[Outcome], path: &Path) -> Result<()> {
+    use crate::model::plot::{lines, Series};
+    let each = o.iter().enumerate().map(|(i, x)| ((i + 1) as f64, x.valid_rank_ic.unwrap_or(f64::NAN))).collect();
+    let mut best = f64::NAN;
+    let so_far = o
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            if x.status == "accepted" {
+                best = best.max(x.valid_rank_ic.unwrap_or(f64::NAN));
+            }
+            ((i + 1) as f64, best)
+        })
+        .collect();
+    let series = [Series { name: "valid Rank IC of each idea".into(), points: each }, Series { name: "best accepted so far".into(), points: so_far }];
+    lines(path, &format!("mining run {id}"), "idea", "valid Rank IC", &series).map_err(anyhow::Error::msg)
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -427,7 +451,12 @@ pub enum RunsCmd {
     /// Every run with its summary.
     List,
     /// One run's ideas and outcomes.
-    Show { id: String },
+    Show {
+        id: String,
+        /// Also draw the run into a PNG: each idea's valid Rank IC and the best accepted one so far.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
 }
 
 pub fn runs(cmd: Option<RunsCmd>, json: bool) -> Result<i32> {
@@ -454,13 +483,19 @@ pub fn runs(cmd: Option<RunsCmd>, json: bool) -> Result<i32> {
                 println!("{}", render(&["run", "ideas", "accepted", "best valid rank_ic", "tokens"], &rows));
             }
         }
-        RunsCmd::Show { id } => {
+        RunsCmd::Show { id, plot } => {
             let p = dir.join(&id).join("log.jsonl");
             if !p.exists() {
                 bail!("no run '{id}' in {}", dir.display());
             }
             let o = read_log(&p)?;
-            summary(&id, &o, &[], "recorded", o.iter().map(|x| x.timings.writer + x.timings.judge + x.timings.eval + x.timings.kb).sum(), "-", json)?;
+            summary(&id, &o, &[], "recorded", o.iter().map(|x| x.timings.writer + x.timings.judge + x.timings.eval + x.timings.kb).sum(), None, json)?;
+            if let Some(path) = plot {
+                plot_run(&id, &o, &path)?;
+                if !json {
+                    println!("plot: {}", path.display());
+                }
+            }
         }
     }
     Ok(0)
