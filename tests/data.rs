@@ -225,3 +225,31 @@ fn data_of_another_era_gets_splits_of_its_own_dates() {
     assert!(stdout.contains(&want) && !stdout.contains("survivorship"), "{stdout}");
     assert!(stderr.contains("lies outside the default splits") && stderr.contains("60/20/20"), "{stderr}");
 }
+
+#[test]
+fn spreadsheet_dates_load_when_the_column_shows_its_order() {
+    // The sample with its dates as a US export writes them (M/D/YYYY): days above 12 show
+    // the order, so it loads to the same calendar.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut df = ParquetReader::new(std::fs::File::open(shared("data/sp500_sample.parquet")).expect("open")).finish().expect("read");
+    let days = df.column("date").expect("date").cast(&DataType::Int32).expect("days");
+    let us: Vec<String> = days
+        .i32()
+        .expect("i32")
+        .into_no_null_iter()
+        .map(|d| {
+            let iso = alphaloop::data::Date(d).to_string();
+            format!("{}/{}/{}", &iso[5..7], &iso[8..10], &iso[0..4])
+        })
+        .collect();
+    df.with_column(Column::new("date".into(), us)).expect("replace");
+    let path = dir.path().join("us.csv");
+    CsvWriter::new(std::fs::File::create(&path).expect("create")).finish(&mut df).expect("write csv");
+    let d = load(&path, &LoadOptions::default()).expect("US dates load");
+    assert_eq!(d.dates, sample().dates);
+
+    // Only days 1-12 (January 2015 up to the 12th): no way to tell, so an error naming it.
+    let p = write(dir.path(), "ambiguous.csv", &format!("{HEADER}01/02/2015,AAA,1,1,1,1,1,10\n01/05/2015,AAA,1,1,1,1,1,10\n"));
+    let m = load(&p, &LoadOptions::default()).expect_err("ambiguous").to_string();
+    assert!(m.contains("ambiguous.csv: column 'date'") && m.contains("cannot be told apart"), "{m}");
+}

@@ -82,6 +82,67 @@ impl FromStr for Date {
     }
 }
 
+/// Parses a column of date texts: ISO `YYYY-MM-DD` (or `YYYY/MM/DD`, `YYYYMMDD`, with or
+/// without a time part), or the `D/M/YYYY` and `M/D/YYYY` forms of spreadsheet exports.
+/// Which of those two a column uses is read off the column itself (a first number above
+/// 12 makes it day-first, a second one above 12 month-first); a column where neither
+/// happens cannot be told apart and is an error, never a guess. Errors carry the 1-based
+/// row.
+pub fn parse_column<'a>(values: impl Iterator<Item = Option<&'a str>>) -> Result<Vec<Date>, (usize, String)> {
+    // (first, second, year) of a slash form, or a date already.
+    enum Cell {
+        Iso(Date),
+        Slash(u32, u32, i32, usize),
+    }
+    let mut cells = Vec::new();
+    let (mut day_first, mut month_first) = (None, None);
+    for (r, v) in values.enumerate() {
+        let t = v.ok_or((r + 1, "missing date".to_string()))?.trim();
+        // Only a separator within the first three characters can start D/M or M/D (an
+        // ISO date has four digits first), so ISO rows skip the split.
+        let parts: Vec<&str> = if t.bytes().take(3).any(|b| b == b'/' || b == b'.') { t.split(['/', '.']).collect() } else { Vec::new() };
+        let slash = parts.len() == 3 && parts[0].len() <= 2 && parts[1].len() <= 2 && parts[2].get(0..4).is_some_and(|y| y.bytes().all(|b| b.is_ascii_digit()));
+        if slash {
+            let bad = || (r + 1, format!("'{t}' is not a date (expected YYYY-MM-DD, D/M/YYYY or M/D/YYYY)"));
+            let a: u32 = parts[0].parse().map_err(|_| bad())?;
+            let b: u32 = parts[1].parse().map_err(|_| bad())?;
+            let y: i32 = parts[2][0..4].parse().map_err(|_| bad())?;
+            if a > 12 {
+                day_first.get_or_insert(r);
+            }
+            if b > 12 {
+                month_first.get_or_insert(r);
+            }
+            cells.push(Cell::Slash(a, b, y, r));
+        } else {
+            let iso = if t.get(4..5) == Some("/") { t.replacen('/', "-", 2) } else { t.to_string() };
+            cells.push(Cell::Iso(iso.parse::<Date>().map_err(|m| (r + 1, m))?));
+        }
+    }
+    let has_slash = cells.iter().any(|c| matches!(c, Cell::Slash(..)));
+    let dmy = match (day_first, month_first) {
+        (Some(d), Some(m)) => {
+            return Err((d.max(m) + 1, format!("day-first (row {}) and month-first (row {}) dates in one column", d + 1, m + 1)));
+        }
+        (Some(_), None) => true,
+        (None, Some(_)) => false,
+        (None, None) if has_slash => {
+            return Err((1, "day and month cannot be told apart in this column (no number above 12 in either place); write the dates as YYYY-MM-DD".into()));
+        }
+        (None, None) => false,
+    };
+    cells
+        .into_iter()
+        .map(|c| match c {
+            Cell::Iso(d) => Ok(d),
+            Cell::Slash(a, b, y, r) => {
+                let (m, d) = if dmy { (b, a) } else { (a, b) };
+                Date::from_ymd(y, m, d).ok_or((r + 1, format!("{a}/{b}/{y} is not a date")))
+            }
+        })
+        .collect()
+}
+
 impl TryFrom<String> for Date {
     type Error = String;
     fn try_from(s: String) -> Result<Date, String> {
@@ -98,6 +159,22 @@ impl From<Date> for String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn date_columns_in_spreadsheet_forms_are_read_by_their_own_evidence() {
+        let col = |v: &[&str]| parse_column(v.iter().map(|s| Some(*s)));
+        let ymd = |y, m, d| Date::from_ymd(y, m, d).expect("date");
+        // Month-first: 1/13 shows it; day-first: 13/1 does.
+        assert_eq!(col(&["01/02/2015", "1/13/2015"]), Ok(vec![ymd(2015, 1, 2), ymd(2015, 1, 13)]));
+        assert_eq!(col(&["01/02/2015", "13/1/2015"]), Ok(vec![ymd(2015, 2, 1), ymd(2015, 1, 13)]));
+        assert_eq!(col(&["02.01.2015", "31.12.2015"]), Ok(vec![ymd(2015, 1, 2), ymd(2015, 12, 31)]));
+        assert_eq!(col(&["2015/01/02", "2015-01-05 00:00:00", "20150106"]), Ok(vec![ymd(2015, 1, 2), ymd(2015, 1, 5), ymd(2015, 1, 6)]));
+        // Nothing tells them apart, or both orders occur: an error, not a guess.
+        assert!(col(&["01/02/2015", "03/04/2015"]).is_err_and(|(_, m)| m.contains("cannot be told apart")));
+        assert_eq!(col(&["13/01/2015", "01/13/2015"]).map_err(|(r, _)| r), Err(2));
+        assert_eq!(col(&["2015-01-02", "2015-02-30"]).map_err(|(r, _)| r), Err(2));
+        assert_eq!(col(&["1/2/15"]).map_err(|(r, _)| r), Err(1));
+    }
 
     #[test]
     fn round_trips_and_matches_epoch() {

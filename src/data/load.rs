@@ -112,13 +112,7 @@ fn dates(path: &Path, col: &Column) -> Result<Vec<Date>, DataError> {
         }
         DataType::String => {
             let s = col.str().map_err(|e| bad(0, e.to_string()))?;
-            s.iter()
-                .enumerate()
-                .map(|(r, v)| match v {
-                    None => Err(bad(r + 1, "missing date".into())),
-                    Some(t) => t.parse::<Date>().map_err(|m| bad(r + 1, m)),
-                })
-                .collect()
+            super::date::parse_column(s.iter()).map_err(|(r, m)| bad(r, m))
         }
         dt if dt.is_integer() => {
             // YYYYMMDD integers.
