@@ -286,6 +286,17 @@ fn kb_cli_end_to_end() {
     let v: Vec<f64> = top.as_array().expect("array").iter().map(|r| r["metrics"]["valid"]["rank_ic"].as_f64().expect("f64")).collect();
     assert_eq!(v.len(), 5);
     assert!(v.windows(2).all(|w| w[0] >= w[1]));
+    // The final report on test, in valid's order; it writes nothing back.
+    let hold: serde_json::Value = serde_json::from_str(&run(&["--json", "holdout", "-n", "3"])).expect("json");
+    let hold = hold.as_array().expect("array");
+    assert_eq!(hold.len(), 3);
+    let valid: Vec<f64> = hold.iter().map(|h| h["valid"]["rank_ic"].as_f64().expect("valid")).collect();
+    assert_eq!(valid, v[..3]);
+    assert!(hold.iter().all(|h| h["test"]["rank_ic"].as_f64().is_some_and(f64::is_finite) && h["test"]["n_days"].as_u64() > Some(200)), "{hold:?}");
+    let text = run(&["holdout", "-n", "3"]);
+    assert!(text.contains("period test (2018-01-02..2018-12-31)") && text.contains("3 alphas: mean Rank IC train"), "{text}");
+    let again: serde_json::Value = serde_json::from_str(&run(&["--json", "stats"])).expect("json");
+    assert_eq!(again["total"], 101);
     let show: serde_json::Value = serde_json::from_str(&run(&["--json", "show", "alpha101_001"])).expect("json");
     assert_eq!(show["id"], "alpha101_001");
     assert!(show["metrics"]["train"]["ic"].is_number());

@@ -225,7 +225,7 @@ fn plot_book(path: &Path, expr: &str, data: &MarketData, daily: &crate::backtest
     .map_err(anyhow::Error::msg)
 }
 
-fn header(prep: &crate::backtest::Prepared) -> String {
+pub(super) fn header(prep: &crate::backtest::Prepared) -> String {
     let c = prep.scorer.config();
     let d = &prep.data;
     // The shipped S&P 500 files are today's constituents; a user's own data may not be.
@@ -280,12 +280,12 @@ fn print_metrics(expr: &str, m: &Metrics, prep: &crate::backtest::Prepared) {
 
 /// One row of a batch result.
 #[derive(serde::Serialize)]
-struct Row {
-    id: String,
+pub(super) struct Row {
+    pub id: String,
     #[serde(flatten)]
-    metrics: Option<Metrics>,
+    pub metrics: Option<Metrics>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
+    pub error: Option<String>,
 }
 
 fn eval_file(defs: &[AlphaDef], args: &EvalArgs, prep: &crate::backtest::Prepared, alphas: &AlphaSet) -> Result<i32> {
@@ -347,7 +347,7 @@ fn eval_file(defs: &[AlphaDef], args: &EvalArgs, prep: &crate::backtest::Prepare
 /// Compiles every alpha into one shared graph and evaluates them together (common
 /// sub-expressions such as `adv20` or `rank(volume)` run once), scoring each as soon as
 /// it is ready. Returns rows in input order.
-fn evaluate_batch(
+pub(super) fn evaluate_batch(
     defs: &[AlphaDef],
     data: &MarketData,
     alphas: &AlphaSet,

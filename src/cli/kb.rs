@@ -81,6 +81,16 @@ pub enum KbCmd {
         #[arg(long, default_value = "seed")]
         family: String,
     },
+    /// The final report: the accepted expression alphas on the test period, which mining
+    /// never sees, beside their train and valid Rank IC, in the order valid ranked them.
+    /// Nothing is written back: selection and lessons stay on train and valid.
+    Holdout {
+        #[command(flatten)]
+        data: DataArgs,
+        /// Only the N best by valid Rank IC.
+        #[arg(short = 'n', long)]
+        n: Option<usize>,
+    },
     /// Delete a record.
     Rm { id: String },
 }
@@ -161,6 +171,7 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
             print_hits(&hits, json)?;
         }
         KbCmd::Similar { id, n } => print_hits(&kb.similar(&id, n)?, json)?,
+        KbCmd::Holdout { data, n } => holdout(&kb, &data, n, cfg, json)?,
         KbCmd::Show { id } => {
             let r = kb.get(&id)?.with_context(|| format!("no record '{id}' in {}", kb.location()))?;
             if json {
@@ -261,6 +272,77 @@ fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataA
     kb.optimize()?;
     if !json {
         println!("imported {n} records from {} into {}", file.display(), kb.location());
+    }
+    Ok(())
+}
+
+/// See [`KbCmd::Holdout`].
+fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, cfg: &Config, json: bool) -> Result<()> {
+    let recs = kb.top("rank_ic", "valid", n.unwrap_or(usize::MAX), &Filter::new().is("status", "accepted").is("kind", "expression"))?;
+    let skipped = kb.count(&Filter::new().is("status", "accepted"))?.saturating_sub(kb.count(&Filter::new().is("status", "accepted").is("kind", "expression"))?);
+    if recs.is_empty() {
+        bail!("the knowledge base {} has no accepted expression alphas with a valid Rank IC; run `alphaloop mine` first", kb.location());
+    }
+    let md = load_data(data, cfg, json)?;
+    let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &md);
+    let mcfg = MetricsConfig { cost_bps: cfg.cost_bps.unwrap_or(5.0), ..MetricsConfig::default() };
+    let prep = crate::backtest::prepare(&md, &crate::data::Period::Test, &splits, mcfg)?;
+    // `alpha:ID` may name any expression record, or a seed.
+    let mut alphas = crate::seeds::AlphaSet::default();
+    if crate::seeds::default_file().exists() {
+        alphas.extend(&crate::seeds::load(&crate::seeds::default_file())?);
+    }
+    let all = kb.records(&Filter::new().is("kind", "expression"))?;
+    let defs_of = |rs: &[AlphaRecord]| -> Vec<crate::seeds::AlphaDef> {
+        rs.iter().map(|r| crate::seeds::AlphaDef { id: r.id.clone(), formula: r.code.clone(), name: None, idea: None, source: None }).collect()
+    };
+    alphas.extend(&defs_of(&all));
+    let rows = super::eval::evaluate_batch(&defs_of(&recs), &prep.data, &alphas, &prep.scorer, !json);
+    let m = |r: &AlphaRecord, split: &str| r.metric(split, "rank_ic").unwrap_or(f64::NAN);
+    if json {
+        let out: Vec<serde_json::Value> = recs
+            .iter()
+            .zip(&rows)
+            .map(|(r, row)| serde_json::json!({"id": r.id, "train": r.metrics.get("train"), "valid": r.metrics.get("valid"), "test": row.metrics, "error": row.error}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!("{}", super::eval::header(&prep));
+    let table: Vec<Vec<String>> = recs
+        .iter()
+        .zip(&rows)
+        .map(|(r, row)| {
+            let t = row.metrics.as_ref();
+            let f = |g: fn(&crate::backtest::Metrics) -> f64| num(t.map_or(f64::NAN, g));
+            vec![r.id.clone(), num(m(r, "train")), num(m(r, "valid")), f(|x| x.rank_ic), f(|x| x.sharpe), f(|x| x.turnover), short(&r.code, 50)]
+        })
+        .collect();
+    println!("{}", render(&["id", "train rank_ic", "valid rank_ic", "test rank_ic", "test sharpe", "test turnover", "code"], &table));
+    let tested: Vec<(f64, f64, f64)> = recs
+        .iter()
+        .zip(&rows)
+        .filter_map(|(r, row)| row.metrics.as_ref().map(|t| (m(r, "train"), m(r, "valid"), t.rank_ic)))
+        .filter(|x| x.1.is_finite() && x.2.is_finite())
+        .collect();
+    if !tested.is_empty() {
+        let k = tested.len() as f64;
+        let mean = |f: fn(&(f64, f64, f64)) -> f64| tested.iter().map(f).filter(|v| v.is_finite()).sum::<f64>() / k;
+        let kept = tested.iter().filter(|x| x.1.signum() == x.2.signum()).count();
+        println!(
+            "{} alphas: mean Rank IC train {}, valid {}, test {}; the test kept valid's sign for {kept} of {}",
+            tested.len(),
+            num(mean(|x| x.0)),
+            num(mean(|x| x.1)),
+            num(mean(|x| x.2)),
+            tested.len()
+        );
+    }
+    for row in rows.iter().filter(|r| r.error.is_some()) {
+        println!("{}: {}", row.id, row.error.as_deref().unwrap_or(""));
+    }
+    if skipped > 0 {
+        println!("({skipped} accepted Python or WebAssembly alphas are not in this report: run them with `alphaloop eval --period test --python/--wasm FILE`)");
     }
     Ok(())
 }
