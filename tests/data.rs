@@ -199,12 +199,7 @@ fn a_true_vwap_and_a_market_cap_column_are_used() {
 fn data_of_another_era_gets_splits_of_its_own_dates() {
     // The sample moved eight years on (2023-2026): every default split would be empty.
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut df = ParquetReader::new(std::fs::File::open(shared("data/sp500_sample.parquet")).expect("open")).finish().expect("read");
-    let days = df.column("date").expect("date").cast(&DataType::Int32).expect("days");
-    let moved = (days.as_materialized_series() + 2922).cast(&DataType::Date).expect("dates");
-    df.with_column(Column::from(moved.with_name("date".into()))).expect("replace");
-    let path = dir.path().join("later.parquet");
-    ParquetWriter::new(std::fs::File::create(&path).expect("create")).finish(&mut df).expect("write");
+    let path = common::moved_sample(dir.path(), 2922);
     let d = load(&path, &LoadOptions::default()).expect("loads");
     let s = Splits::resolve(None, &d);
     // 1006 dates: 603 train, 201 valid, 202 test, in order and covering every date.

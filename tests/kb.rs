@@ -282,6 +282,16 @@ fn kb_cli_end_to_end() {
     let shown: serde_json::Value = serde_json::from_str(&common::kb_cli(&cfg, &listed, &["--json", "show", "ideas_003"])).expect("json");
     assert_eq!(shown["code"], "-1 * ts_rank(volume, 10)");
     assert!(shown["metrics"]["valid"]["rank_ic"].is_number(), "{shown}");
+    // The same store fed data of another era: its behaviour sample (sample dates) is not
+    // in it, and the import says so instead of storing empty behaviour vectors silently.
+    let later = common::moved_sample(dir.path(), 2922);
+    // No [splits] for it: its own dates are split (the sample's splits have none of them).
+    let plain = dir.path().join("plain.toml");
+    std::fs::write(&plain, "").expect("config");
+    let out = bin().arg("--config").arg(&plain).args(["kb", "--kb"]).arg(&listed).args(["import", "--data"]).arg(&later).arg(&list).output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("keeps a behaviour sample of 32 dates") && err.contains("has only 0 of those dates"), "{err}");
     let top: serde_json::Value = serde_json::from_str(&run(&["--json", "top", "-n", "5"])).expect("json");
     let v: Vec<f64> = top.as_array().expect("array").iter().map(|r| r["metrics"]["valid"]["rank_ic"].as_f64().expect("f64")).collect();
     assert_eq!(v.len(), 5);

@@ -176,6 +176,21 @@ impl Kb {
     /// The behaviour sample, chosen from `data` the first time one is needed.
     pub fn behaviour_sample(&mut self, data: &crate::data::MarketData, splits: &crate::data::Splits) -> Result<BehaviourSample, KbError> {
         if let Some(s) = &self.meta.behaviour {
+            // Chosen on the data the store was created with; data of another era or
+            // universe leaves behaviour vectors (`kb similar`, the repeat check) empty.
+            let dates = s.dates.iter().filter(|d| data.dates.binary_search(d).is_ok()).count();
+            let symbols = s.symbols.iter().filter(|x| data.symbols.contains(x)).count();
+            if 2 * dates < s.dates.len() || 2 * symbols < s.symbols.len() {
+                tracing::warn!(
+                    "the knowledge base {} keeps a behaviour sample of {} dates ({}..{}) and {} stocks chosen when it was created, and {} has only {dates} of those dates and {symbols} of those stocks: behaviour vectors, `kb similar` and the repeat check will be empty or weak for records added now; use another store (--kb DIR) for this data",
+                    self.location(),
+                    s.dates.len(),
+                    s.dates.first().map(|d| d.to_string()).unwrap_or_default(),
+                    s.dates.last().map(|d| d.to_string()).unwrap_or_default(),
+                    s.symbols.len(),
+                    data.source.display()
+                );
+            }
             return Ok(s.clone());
         }
         let s = BehaviourSample::choose(data, splits).map_err(KbError::Invalid)?;

@@ -48,3 +48,16 @@ pub fn kb_cli(cfg: &std::path::Path, store: &std::path::Path, args: &[&str]) -> 
     assert!(out.status.success(), "kb {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// The sample with every date moved `days` on, written as Parquet into `dir`: real prices
+/// of another era (e.g. 2922 days: 2023-2026, wholly outside the default splits).
+pub fn moved_sample(dir: &std::path::Path, days: i32) -> PathBuf {
+    use polars::prelude::*;
+    let mut df = ParquetReader::new(std::fs::File::open(shared("data/sp500_sample.parquet")).expect("open")).finish().expect("read");
+    let d = df.column("date").expect("date").cast(&DataType::Int32).expect("days");
+    let moved = (d.as_materialized_series() + days).cast(&DataType::Date).expect("dates");
+    df.with_column(Column::from(moved.with_name("date".into()))).expect("replace");
+    let path = dir.join("moved.parquet");
+    ParquetWriter::new(std::fs::File::create(&path).expect("create")).finish(&mut df).expect("write");
+    path
+}
