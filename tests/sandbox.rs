@@ -202,4 +202,11 @@ fn python_factors_are_stored_in_the_kb() {
     let bad: serde_json::Value = serde_json::from_str(&kb(&["show", "peeks_tomorrow"])).expect("json");
     assert_eq!(bad["status"]["state"], "error", "{bad}");
     assert!(bad["lookahead"].as_str().is_some_and(|l| l.starts_with("lookahead:")), "{bad}");
+    // The final report runs the accepted factor on test in the sandbox; the refused one
+    // is not in it.
+    let hold: serde_json::Value = serde_json::from_str(&kb(&["holdout"])).expect("json");
+    let hold = hold.as_array().expect("array");
+    assert_eq!(hold.len(), 1, "{hold:?}");
+    assert_eq!(hold[0]["id"], "volatility_breakout");
+    assert!(hold[0]["test"]["rank_ic"].as_f64().is_some_and(f64::is_finite) && hold[0]["error"].is_null(), "{hold:?}");
 }

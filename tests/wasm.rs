@@ -158,4 +158,9 @@ fn kb_import_stores_a_module_with_the_expressions_metrics() {
     assert!(w["metrics"]["valid"]["rank_ic"].is_number());
     assert_eq!(w["metrics"], e["metrics"]);
     assert!(w["metrics"].get("test").is_none(), "train and valid only");
+    // The final report runs the module on test too, with the expression's numbers.
+    let hold: serde_json::Value = serde_json::from_str(&kb(&["--json", "holdout"])).expect("json");
+    let test_of = |id: &str| hold.as_array().expect("array").iter().find(|h| h["id"] == id).map(|h| h["test"].clone()).expect(id);
+    assert!(test_of("momentum")["rank_ic"].is_number(), "{hold}");
+    assert_eq!(test_of("momentum"), test_of("momentum_expr"));
 }

@@ -81,7 +81,7 @@ pub enum KbCmd {
         #[arg(long, default_value = "seed")]
         family: String,
     },
-    /// The final report: the accepted expression alphas on the test period, which mining
+    /// The final report: the accepted alphas (expressions and programs) on the test period, which mining
     /// never sees, beside their train and valid Rank IC, in the order valid ranked them.
     /// Nothing is written back: selection and lessons stay on train and valid.
     Holdout {
@@ -278,10 +278,9 @@ fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataA
 
 /// See [`KbCmd::Holdout`].
 fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, cfg: &Config, json: bool) -> Result<()> {
-    let recs = kb.top("rank_ic", "valid", n.unwrap_or(usize::MAX), &Filter::new().is("status", "accepted").is("kind", "expression"))?;
-    let skipped = kb.count(&Filter::new().is("status", "accepted"))?.saturating_sub(kb.count(&Filter::new().is("status", "accepted").is("kind", "expression"))?);
+    let recs = kb.top("rank_ic", "valid", n.unwrap_or(usize::MAX), &Filter::new().is("status", "accepted"))?;
     if recs.is_empty() {
-        bail!("the knowledge base {} has no accepted expression alphas with a valid Rank IC; run `alphaloop mine` first", kb.location());
+        bail!("the knowledge base {} has no accepted alphas with a valid Rank IC; run `alphaloop mine` first", kb.location());
     }
     let md = load_data(data, cfg, json)?;
     let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &md);
@@ -292,12 +291,35 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, cfg: &Config, json: bool)
     if crate::seeds::default_file().exists() {
         alphas.extend(&crate::seeds::load(&crate::seeds::default_file())?);
     }
-    let all = kb.records(&Filter::new().is("kind", "expression"))?;
-    let defs_of = |rs: &[AlphaRecord]| -> Vec<crate::seeds::AlphaDef> {
-        rs.iter().map(|r| crate::seeds::AlphaDef { id: r.id.clone(), formula: r.code.clone(), name: None, idea: None, source: None }).collect()
-    };
-    alphas.extend(&defs_of(&all));
-    let rows = super::eval::evaluate_batch(&defs_of(&recs), &prep.data, &alphas, &prep.scorer, !json);
+    let def = |r: &AlphaRecord| crate::seeds::AlphaDef { id: r.id.clone(), formula: r.code.clone(), name: None, idea: None, source: None };
+    alphas.extend(&kb.records(&Filter::new().is("kind", "expression"))?.iter().map(def).collect::<Vec<_>>());
+    // Expressions in one shared graph; programs one by one in their sandboxes (with the
+    // look-ahead check, as when they were stored).
+    let exprs: Vec<crate::seeds::AlphaDef> = recs.iter().filter(|r| r.kind == Kind::Expression).map(def).collect();
+    let mut by_id: std::collections::HashMap<String, super::eval::Row> =
+        super::eval::evaluate_batch(&exprs, &prep.data, &alphas, &prep.scorer, !json).into_iter().map(|r| (r.id.clone(), r)).collect();
+    let mut py: Option<crate::sandbox::PySandbox> = None;
+    for r in recs.iter().filter(|r| r.kind != Kind::Expression) {
+        let outcome = match r.kind {
+            Kind::Python => {
+                if py.is_none() {
+                    py = Some(crate::sandbox::PySandbox::start(&prep.data, Default::default())?);
+                }
+                let sb = py.as_mut().context("the Python sandbox")?;
+                // The record's name is its class where the import was given one.
+                sb.evaluate(&r.code, None).or_else(|v| if r.name != r.id { sb.evaluate(&r.code, Some(&r.name)) } else { Err(v) })
+            }
+            Kind::Wasm => crate::sandbox::wasm::WasmProgram::new(r.code.as_bytes(), Default::default()).and_then(|p| p.evaluate(&prep.data)),
+            Kind::Expression => continue,
+        };
+        let row = match outcome {
+            Ok(ev) => super::eval::Row { id: r.id.clone(), metrics: Some(prep.scorer.score(&ev.signal)), error: None },
+            Err(v) => super::eval::Row { id: r.id.clone(), metrics: None, error: Some(v.to_string()) },
+        };
+        by_id.insert(r.id.clone(), row);
+    }
+    let rows: Vec<super::eval::Row> =
+        recs.iter().map(|r| by_id.remove(&r.id).unwrap_or(super::eval::Row { id: r.id.clone(), metrics: None, error: Some("not evaluated".into()) })).collect();
     let m = |r: &AlphaRecord, split: &str| r.metric(split, "rank_ic").unwrap_or(f64::NAN);
     if json {
         let out: Vec<serde_json::Value> = recs
@@ -340,9 +362,6 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, cfg: &Config, json: bool)
     }
     for row in rows.iter().filter(|r| r.error.is_some()) {
         println!("{}: {}", row.id, row.error.as_deref().unwrap_or(""));
-    }
-    if skipped > 0 {
-        println!("({skipped} accepted Python or WebAssembly alphas are not in this report: run them with `alphaloop eval --period test --python/--wasm FILE`)");
     }
     Ok(())
 }
