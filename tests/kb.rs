@@ -303,8 +303,11 @@ fn kb_cli_end_to_end() {
     let valid: Vec<f64> = hold.iter().map(|h| h["valid"]["rank_ic"].as_f64().expect("valid")).collect();
     assert_eq!(valid, v[..3]);
     assert!(hold.iter().all(|h| h["test"]["rank_ic"].as_f64().is_some_and(f64::is_finite) && h["test"]["n_days"].as_u64() > Some(200)), "{hold:?}");
-    let text = run(&["holdout", "-n", "3"]);
+    let png = dir.path().join("holdout.png");
+    let text = run(&["holdout", "-n", "3", "--plot", png.to_str().expect("utf8")]);
     assert!(text.contains("period test (2018-01-02..2018-12-31)") && text.contains("3 alphas: mean Rank IC train"), "{text}");
+    let bytes = std::fs::read(&png).expect("plot written");
+    assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5_000, "{} bytes", bytes.len());
     let again: serde_json::Value = serde_json::from_str(&run(&["--json", "stats"])).expect("json");
     assert_eq!(again["total"], 101);
     let show: serde_json::Value = serde_json::from_str(&run(&["--json", "show", "alpha101_001"])).expect("json");

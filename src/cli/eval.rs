@@ -204,6 +204,7 @@ fn plot_book(path: &Path, expr: &str, data: &MarketData, daily: &crate::backtest
     let year = |t: usize| 1970.0 + f64::from(data.dates[t].0) / 365.2425;
     let cumulative = |name: &str, v: &[f64]| crate::model::plot::Series {
         name: name.into(),
+        dots: false,
         points: daily
             .date
             .iter()

@@ -90,6 +90,10 @@ pub enum KbCmd {
         /// Only the N best by valid Rank IC.
         #[arg(short = 'n', long)]
         n: Option<usize>,
+        /// Also draw each alpha's test Rank IC against its valid one into a PNG (points below
+        /// the diagonal did worse out of sample).
+        #[arg(long)]
+        plot: Option<PathBuf>,
     },
     /// Delete a record.
     Rm { id: String },
@@ -171,7 +175,7 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
             print_hits(&hits, json)?;
         }
         KbCmd::Similar { id, n } => print_hits(&kb.similar(&id, n)?, json)?,
-        KbCmd::Holdout { data, n } => holdout(&kb, &data, n, cfg, json)?,
+        KbCmd::Holdout { data, n, plot } => holdout(&kb, &data, n, plot.as_deref(), cfg, json)?,
         KbCmd::Show { id } => {
             let r = kb.get(&id)?.with_context(|| format!("no record '{id}' in {}", kb.location()))?;
             if json {
@@ -277,7 +281,7 @@ fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataA
 }
 
 /// See [`KbCmd::Holdout`].
-fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, cfg: &Config, json: bool) -> Result<()> {
+fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::Path>, cfg: &Config, json: bool) -> Result<()> {
     let recs = kb.top("rank_ic", "valid", n.unwrap_or(usize::MAX), &Filter::new().is("status", "accepted"))?;
     if recs.is_empty() {
         bail!("the knowledge base {} has no accepted alphas with a valid Rank IC; run `alphaloop mine` first", kb.location());
@@ -321,6 +325,15 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, cfg: &Config, json: bool)
     let rows: Vec<super::eval::Row> =
         recs.iter().map(|r| by_id.remove(&r.id).unwrap_or(super::eval::Row { id: r.id.clone(), metrics: None, error: Some("not evaluated".into()) })).collect();
     let m = |r: &AlphaRecord, split: &str| r.metric(split, "rank_ic").unwrap_or(f64::NAN);
+    if let Some(path) = plot {
+        use crate::model::plot::{lines, Series};
+        let pts: Vec<(f64, f64)> = recs.iter().zip(&rows).filter_map(|(r, row)| Some((m(r, "valid"), row.metrics.as_ref()?.rank_ic))).collect();
+        let (lo, hi) = pts.iter().flat_map(|p| [p.0, p.1]).filter(|v| v.is_finite()).fold((0.0f64, 0.0f64), |a, v| (a.0.min(v), a.1.max(v)));
+        let series = [Series::dots("one alpha", pts), Series::line("test = valid", vec![(lo, lo), (hi, hi)])];
+        lines(path, "test against valid Rank IC", "valid Rank IC", "test Rank IC", &series).map_err(anyhow::Error::msg)?;
+        // On stderr: stdout stays one JSON document, or the table.
+        eprintln!("wrote {}", path.display());
+    }
     if json {
         let out: Vec<serde_json::Value> = recs
             .iter()

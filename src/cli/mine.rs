@@ -442,7 +442,7 @@ fn plot_run(id: &str, o: &[Outcome], path: &Path) -> Result<()> {
             ((i + 1) as f64, best)
         })
         .collect();
-    let series = [Series { name: "valid Rank IC of each idea".into(), points: each }, Series { name: "best accepted so far".into(), points: so_far }];
+    let series = [Series::dots("valid Rank IC of each idea", each), Series::line("best accepted so far", so_far)];
     lines(path, &format!("mining run {id}"), "idea", "valid Rank IC", &series).map_err(anyhow::Error::msg)
 }
 

@@ -337,6 +337,7 @@ fn write_curve(dir: &Path, rows: &[(usize, TrainResult)], json: bool) -> Result<
     std::fs::write(dir.join("curve.csv"), &csv)?;
     let series = |name: &str, f: &dyn Fn(&TrainResult) -> f64| model::plot::Series {
         name: name.into(),
+        dots: false,
         points: rows.iter().map(|(k, r)| (*k as f64, f(r))).collect(),
     };
     let get = |r: &TrainResult, s: &str| r.model.get(s).map(|x| x.rank_ic).unwrap_or(f64::NAN);

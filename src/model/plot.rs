@@ -31,10 +31,24 @@ fn font() -> bool {
     })
 }
 
-/// One line of the plot: a name and (x, y) points.
+/// One line of the plot: a name and (x, y) points, joined unless `dots` (a scatter of
+/// independent points, such as one per alpha).
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
+    pub dots: bool,
+}
+
+impl Series {
+    /// A joined line.
+    pub fn line(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series { name: name.into(), points, dots: false }
+    }
+
+    /// Unjoined points.
+    pub fn dots(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series { name: name.into(), points, dots: true }
+    }
 }
 
 /// Series with more points than this are drawn without a marker per point.
@@ -53,13 +67,15 @@ pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[S
     let (x0, x1) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |a, p| (a.0.min(p.0), a.1.max(p.0)));
     let (y0, y1) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |a, p| (a.0.min(p.1), a.1.max(p.1)));
     let pad = ((y1 - y0) * 0.1).max(1e-4);
+    // A single x gets a unit of room; scattered points a margin, so none sits on the frame.
+    let (x1, xpad) = if x1 > x0 { (x1, if series.iter().any(|s| s.dots) { (x1 - x0) * 0.05 } else { 0.0 }) } else { (x0 + 1.0, 0.0) };
     let mut b = ChartBuilder::on(&root);
     b.margin(20).x_label_area_size(if has_font { 45 } else { 10 }).y_label_area_size(if has_font { 70 } else { 10 });
     if has_font {
         b.caption(title, ("sans-serif", 22));
     }
     let mut chart = b
-        .build_cartesian_2d(x0..x1.max(x0 + 1.0), (y0 - pad)..(y1 + pad))
+        .build_cartesian_2d((x0 - xpad)..(x1 + xpad), (y0 - pad)..(y1 + pad))
         .map_err(|e| err(&e))?;
     let mut mesh = chart.configure_mesh();
     mesh.x_desc(x_label).y_desc(y_label);
@@ -69,7 +85,14 @@ pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[S
     mesh.draw().map_err(|e| err(&e))?;
     for (i, s) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
-        let pts: Vec<(f64, f64)> = s.points.iter().copied().filter(|p| p.1.is_finite()).collect();
+        let pts: Vec<(f64, f64)> = s.points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
+        if s.dots {
+            let drawn = chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, color.filled()))).map_err(|e| err(&e))?;
+            if has_font {
+                drawn.label(s.name.clone()).legend(move |(x, y)| Circle::new((x + 9, y), 4, color.filled()));
+            }
+            continue;
+        }
         let drawn = chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2))).map_err(|e| err(&e))?;
         if has_font {
             drawn.label(s.name.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
