@@ -44,6 +44,12 @@ pub fn default_file() -> PathBuf {
     crate::checkout_dir().unwrap_or_default().join("alpha_kb/seeds/alpha101.toml")
 }
 
+/// The shipped seeds as an `alpha:ID` resolver; empty outside a checkout that has them.
+pub fn default_set() -> Result<AlphaSet, SeedError> {
+    let p = default_file();
+    Ok(if p.exists() { AlphaSet::from_defs(&load(&p)?) } else { AlphaSet::default() })
+}
+
 /// Reads an alpha file.
 pub fn load(path: &Path) -> Result<Vec<AlphaDef>, SeedError> {
     let text = std::fs::read_to_string(path).map_err(|e| {

@@ -46,6 +46,12 @@ pub struct Config {
 }
 
 impl Config {
+    /// The metric settings every command scores with (the config's cost, 5 bps by
+    /// default); `eval` overrides them from its flags.
+    pub fn metrics(&self) -> crate::backtest::MetricsConfig {
+        crate::backtest::MetricsConfig { cost_bps: self.cost_bps.unwrap_or(5.0), ..Default::default() }
+    }
+
     pub fn load(explicit: Option<&Path>) -> Result<Config> {
         let path = match explicit {
             Some(p) => Some(p.to_path_buf()),

@@ -67,13 +67,10 @@ pub struct EvalArgs {
 
 /// The alphas `alpha:ID` can refer to.
 fn resolver(args: &EvalArgs, file_defs: &[AlphaDef]) -> Result<AlphaSet> {
-    let mut set = AlphaSet::default();
-    let default = seeds::default_file();
-    match &args.alphas {
-        Some(p) => set.extend(&seeds::load(p)?),
-        None if default.exists() => set.extend(&seeds::load(&default)?),
-        None => {}
-    }
+    let mut set = match &args.alphas {
+        Some(p) => AlphaSet::from_defs(&seeds::load(p)?),
+        None => seeds::default_set()?,
+    };
     set.extend(file_defs);
     Ok(set)
 }
@@ -91,12 +88,8 @@ pub fn run(args: EvalArgs, cfg: &Config) -> Result<i32> {
     let alphas = resolver(&args, &file_defs)?;
     let data = load_data(&args.data, cfg, args.json)?;
     let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &data);
-    let mcfg = MetricsConfig {
-        horizon: args.horizon as usize,
-        gap: args.gap as usize,
-        cost_bps: args.cost_bps.or(cfg.cost_bps).unwrap_or(5.0),
-        ..MetricsConfig::default()
-    };
+    let base = cfg.metrics();
+    let mcfg = MetricsConfig { horizon: args.horizon as usize, gap: args.gap as usize, cost_bps: args.cost_bps.unwrap_or(base.cost_bps), ..base };
     let t0 = std::time::Instant::now();
     let prep = prepare(&data, &args.period, &splits, mcfg)?;
     tracing::debug!("labels and their ranks for {} dates in {:.2?}", prep.data.n_dates(), t0.elapsed());
@@ -186,13 +179,7 @@ fn report(expr: &str, signal: &Panel, args: &EvalArgs, prep: &crate::backtest::P
     // After the metrics, so that a plot that cannot be written does not hide them.
     if let (Some(path), Some(daily)) = (&args.plot, daily) {
         plot_book(path, expr, &prep.data, &daily)?;
-        // On stderr with --json, so that stdout stays one JSON document.
-        let msg = format!("wrote {}", path.display());
-        if args.json {
-            eprintln!("{msg}");
-        } else {
-            println!("{msg}");
-        }
+        super::wrote(path, args.json);
     }
     Ok(0)
 }
@@ -202,18 +189,19 @@ fn report(expr: &str, signal: &Panel, args: &EvalArgs, prep: &crate::backtest::P
 /// adds nothing.
 fn plot_book(path: &Path, expr: &str, data: &MarketData, daily: &crate::backtest::Daily) -> Result<()> {
     let year = |t: usize| 1970.0 + f64::from(data.dates[t].0) / 365.2425;
-    let cumulative = |name: &str, v: &[f64]| crate::model::plot::Series {
-        name: name.into(),
-        dots: false,
-        points: daily
-            .date
-            .iter()
-            .zip(v)
-            .scan(0.0, |acc, (&t, &x)| {
-                *acc += if x.is_finite() { x } else { 0.0 };
-                Some((year(t), *acc))
-            })
-            .collect(),
+    let cumulative = |name: &str, v: &[f64]| {
+        crate::model::plot::Series::line(
+            name,
+            daily
+                .date
+                .iter()
+                .zip(v)
+                .scan(0.0, |acc, (&t, &x)| {
+                    *acc += if x.is_finite() { x } else { 0.0 };
+                    Some((year(t), *acc))
+                })
+                .collect(),
+        )
     };
     let title: String = if expr.chars().count() > 70 { expr.chars().take(67).chain("...".chars()).collect() } else { expr.to_string() };
     crate::model::plot::lines(

@@ -2,7 +2,7 @@
 
 use super::table::{num, render};
 use super::{load_data, Config, DataArgs};
-use crate::backtest::{MetricsConfig, MiningView};
+use crate::backtest::MiningView;
 use crate::kb::io::{self, Format};
 use crate::kb::{AlphaRecord, Filter, Hit, Kb, Kind, Location, Status};
 use anyhow::{bail, Context, Result};
@@ -234,7 +234,7 @@ fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataA
     let mining = |kb: &mut Kb| -> Result<(MiningView, crate::kb::BehaviourSample)> {
         let md = load_data(data, cfg, json)?;
         let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &md);
-        let mcfg = MetricsConfig { cost_bps: cfg.cost_bps.unwrap_or(5.0), ..MetricsConfig::default() };
+        let mcfg = cfg.metrics();
         let view = MiningView::new(&md, &splits, mcfg)?;
         let sample = kb.behaviour_sample(&md, &splits)?;
         Ok((view, sample))
@@ -288,13 +288,10 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
     }
     let md = load_data(data, cfg, json)?;
     let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &md);
-    let mcfg = MetricsConfig { cost_bps: cfg.cost_bps.unwrap_or(5.0), ..MetricsConfig::default() };
+    let mcfg = cfg.metrics();
     let prep = crate::backtest::prepare(&md, &crate::data::Period::Test, &splits, mcfg)?;
     // `alpha:ID` may name any expression record, or a seed.
-    let mut alphas = crate::seeds::AlphaSet::default();
-    if crate::seeds::default_file().exists() {
-        alphas.extend(&crate::seeds::load(&crate::seeds::default_file())?);
-    }
+    let mut alphas = crate::seeds::default_set()?;
     let def = |r: &AlphaRecord| crate::seeds::AlphaDef { id: r.id.clone(), formula: r.code.clone(), name: None, idea: None, source: None };
     alphas.extend(&kb.records(&Filter::new().is("kind", "expression"))?.iter().map(def).collect::<Vec<_>>());
     // Expressions in one shared graph; programs one by one in their sandboxes (with the
@@ -331,8 +328,6 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
         let (lo, hi) = pts.iter().flat_map(|p| [p.0, p.1]).filter(|v| v.is_finite()).fold((0.0f64, 0.0f64), |a, v| (a.0.min(v), a.1.max(v)));
         let series = [Series::dots("one alpha", pts), Series::line("test = valid", vec![(lo, lo), (hi, hi)])];
         lines(path, "test against valid Rank IC", "valid Rank IC", "test Rank IC", &series).map_err(anyhow::Error::msg)?;
-        // On stderr: stdout stays one JSON document, or the table.
-        eprintln!("wrote {}", path.display());
     }
     if json {
         let out: Vec<serde_json::Value> = recs
@@ -341,6 +336,9 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
             .map(|(r, row)| serde_json::json!({"id": r.id, "train": r.metrics.get("train"), "valid": r.metrics.get("valid"), "test": row.metrics, "error": row.error}))
             .collect();
         println!("{}", serde_json::to_string_pretty(&out)?);
+        if let Some(p) = plot {
+            super::wrote(p, json);
+        }
         return Ok(());
     }
     println!("{}", super::eval::header(&prep));
@@ -375,6 +373,9 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
     }
     for row in rows.iter().filter(|r| r.error.is_some()) {
         println!("{}: {}", row.id, row.error.as_deref().unwrap_or(""));
+    }
+    if let Some(p) = plot {
+        super::wrote(p, json);
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 use super::table::render;
 use super::{load_data, Config, DataArgs};
 use crate::agent::{ideas, MineConfig, Miner, Outcome, Templates};
-use crate::backtest::{MetricsConfig, MiningView};
+use crate::backtest::MiningView;
 use crate::llm::cache::{CachedModel, Mode};
 use crate::llm::local::LocalModel;
 use crate::llm::openai::OpenAiModel;
@@ -188,7 +188,7 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
 
     let data = load_data(&args.data, cfg, args.json)?;
     let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &data);
-    let mcfg = MetricsConfig { cost_bps: cfg.cost_bps.unwrap_or(5.0), ..MetricsConfig::default() };
+    let mcfg = cfg.metrics();
     // Everything after the end of valid is dropped here: mining never sees the test period.
     let view = MiningView::new(&data, &splits, mcfg)?;
     for f in &cfg.writer_fields {
@@ -492,9 +492,7 @@ pub fn runs(cmd: Option<RunsCmd>, json: bool) -> Result<i32> {
             summary(&id, &o, &[], "recorded", o.iter().map(|x| x.timings.writer + x.timings.judge + x.timings.eval + x.timings.kb).sum(), None, json)?;
             if let Some(path) = plot {
                 plot_run(&id, &o, &path)?;
-                if !json {
-                    println!("plot: {}", path.display());
-                }
+                super::wrote(&path, json);
             }
         }
     }

@@ -136,6 +136,16 @@ pub fn load_data(args: &DataArgs, cfg: &Config, quiet: bool) -> Result<crate::da
     Ok(data)
 }
 
+/// Says where a written file (a plot) went: on stdout, or on stderr with `--json`, so that
+/// stdout stays one JSON document.
+pub fn wrote(path: &std::path::Path, json: bool) {
+    if json {
+        eprintln!("wrote {}", path.display());
+    } else {
+        println!("wrote {}", path.display());
+    }
+}
+
 /// A progress bar (hidden for --json output or when stderr is not a terminal).
 pub fn progress(len: u64, quiet: bool, what: &str) -> indicatif::ProgressBar {
     use std::io::IsTerminal;

@@ -2,7 +2,6 @@
 
 use super::table::{num, render};
 use super::{load_data, Config, DataArgs};
-use crate::backtest::MetricsConfig;
 use crate::data::{Date, MarketData};
 use crate::expr::{Compiler, Schema};
 use crate::kb::retrieve::cosine;
@@ -103,11 +102,6 @@ pub struct PredictArgs {
     pub json: bool,
 }
 
-fn seed_resolver() -> Result<AlphaSet> {
-    let p = seeds::default_file();
-    Ok(if p.exists() { AlphaSet::from_defs(&seeds::load(&p)?) } else { AlphaSet::default() })
-}
-
 /// The seed alphas that compile on this data (the `cap` one does not).
 fn seed_features(data: &MarketData, resolver: &AlphaSet) -> Result<Vec<Feature>> {
     let p = seeds::default_file();
@@ -184,8 +178,8 @@ fn config(args: &TrainArgs) -> TrainConfig {
 pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
     let data = load_data(&args.data, cfg, args.json)?;
     let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &data);
-    let mcfg = MetricsConfig { cost_bps: cfg.cost_bps.unwrap_or(5.0), ..MetricsConfig::default() };
-    let resolver = seed_resolver()?;
+    let mcfg = cfg.metrics();
+    let resolver = seeds::default_set()?;
     let tcfg = config(&args);
     let pb = super::progress(0, args.json, "");
     pb.enable_steady_tick(std::time::Duration::from_millis(200));
@@ -335,11 +329,7 @@ fn write_curve(dir: &Path, rows: &[(usize, TrainResult)], json: bool) -> Result<
         ]);
     }
     std::fs::write(dir.join("curve.csv"), &csv)?;
-    let series = |name: &str, f: &dyn Fn(&TrainResult) -> f64| model::plot::Series {
-        name: name.into(),
-        dots: false,
-        points: rows.iter().map(|(k, r)| (*k as f64, f(r))).collect(),
-    };
+    let series = |name: &str, f: &dyn Fn(&TrainResult) -> f64| model::plot::Series::line(name, rows.iter().map(|(k, r)| (*k as f64, f(r))).collect());
     let get = |r: &TrainResult, s: &str| r.model.get(s).map(|x| x.rank_ic).unwrap_or(f64::NAN);
     model::plot::lines(
         &dir.join("curve.png"),
@@ -379,7 +369,7 @@ pub fn run_predict(args: PredictArgs, cfg: &Config) -> Result<i32> {
             )
         })?,
     };
-    let scores = m.predict(&data, t, &seed_resolver()?)?;
+    let scores = m.predict(&data, t, &seeds::default_set()?)?;
     if let Some(out) = &args.out {
         use polars::prelude::*;
         let mut df = DataFrame::new(

@@ -259,12 +259,10 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
     fields.insert("volume".to_string(), Arc::new(scatter(&vol)));
 
     // The columns read as standard ones, under whatever name they had.
-    let standard: Vec<&str> = REQUIRED.iter().chain(OPTIONAL).filter_map(|n| find_col(&df, n)).map(|c| c.name().as_str()).collect();
-    let read_as: Vec<(String, String)> = REQUIRED
-        .iter()
-        .chain(OPTIONAL)
-        .filter_map(|n| find_col(&df, n).filter(|c| c.name().to_ascii_lowercase() != *n).map(|c| (c.name().to_string(), n.to_string())))
-        .collect();
+    let found: Vec<(&str, &str)> = REQUIRED.iter().chain(OPTIONAL).filter_map(|n| Some((*n, find_col(&df, n)?.name().as_str()))).collect();
+    let standard: Vec<&str> = found.iter().map(|(_, name)| *name).collect();
+    let read_as: Vec<(String, String)> =
+        found.iter().filter(|(n, name)| name.to_ascii_lowercase() != *n).map(|(n, name)| (name.to_string(), n.to_string())).collect();
     if !read_as.is_empty() {
         tracing::info!("{}: read {}", path.display(), super::describe_read_as(&read_as));
     }
