@@ -289,6 +289,8 @@ pub struct Miner<'a> {
 }
 
 impl<'a> Miner<'a> {
+    // Called from one place (`cli::mine`), with each argument a different kind of thing.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         llm: &'a dyn LanguageModel,
         kb: &'a Kb,

@@ -356,6 +356,7 @@ unsafe fn transpose_tiles(src: &[f64], stride: usize, dst: *mut f64, dst_stride:
                 let at = (r0 + i) * stride + c0;
                 t.copy_from_slice(&src[at..at + T]);
             }
+            #[allow(clippy::needless_range_loop)] // j indexes the tile's columns
             for j in 0..T {
                 // SAFETY: the caller guarantees these T cells (rows r0..r0 + T of column
                 // c0 + j) are valid and ours.

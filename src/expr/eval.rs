@@ -31,8 +31,8 @@ pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, mut on_root:
             stack.extend(args.iter().copied());
         }
     }
-    for id in 0..n {
-        if let (true, Node::Op { args, .. }) = (needed[id], &graph.nodes[id]) {
+    for (node, _) in graph.nodes.iter().zip(&needed).filter(|(_, &need)| need) {
+        if let Node::Op { args, .. } = node {
             for a in args {
                 uses[*a] += 1;
             }

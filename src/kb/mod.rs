@@ -21,6 +21,9 @@ pub use behaviour::BehaviourSample;
 pub use record::{AlphaRecord, Kind, Lesson, Novelty, Review, Status};
 pub use store::{Dims, Filter, Store};
 
+/// A record and its stored behaviour vector (absent for records stored without one).
+pub type WithBehaviour = (AlphaRecord, Option<Vec<f32>>);
+
 use embed::Embedder;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -267,7 +270,7 @@ impl Kb {
     }
 
     /// The record and its stored behaviour vector.
-    pub fn get_with_behaviour(&self, id: &str) -> Result<Option<(AlphaRecord, Option<Vec<f32>>)>, KbError> {
+    pub fn get_with_behaviour(&self, id: &str) -> Result<Option<WithBehaviour>, KbError> {
         let docs = self.store.get(&[record::point_id(id)], true)?;
         match docs.into_iter().next() {
             Some(d) if d.payload.get("type").and_then(Value::as_str) == Some("alpha") => {

@@ -92,6 +92,10 @@ pub fn largest_common(a: &Subtrees, b: &Subtrees) -> usize {
 /// the same attempt: rewrites like `-1 * rank(x)` and `-rank(x)` reach 1.0.
 pub const REPEAT_COSINE: f32 = 0.99;
 
+/// The full-period signal correlation of the candidate with an accepted record, `None`
+/// where it cannot be computed (code it cannot run).
+pub type ExactCorrelation<'a> = &'a dyn Fn(&AlphaRecord) -> Option<f64>;
+
 /// Outcome of the checks: the measurements, and the reason to reject if any.
 #[derive(Clone, Debug)]
 pub struct Verdict {
@@ -112,7 +116,7 @@ impl Kb {
         code: &str,
         behaviour: Option<&[f32]>,
         cfg: &NoveltyConfig,
-        exact: Option<&dyn Fn(&AlphaRecord) -> Option<f64>>,
+        exact: Option<ExactCorrelation<'_>>,
     ) -> Result<Verdict, KbError> {
         let mut nov = Novelty::default();
         let mut reject = None;

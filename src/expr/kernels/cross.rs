@@ -40,6 +40,9 @@ pub fn per_date<S: Default + Send>(x: &Panel, k: impl Fn(&[f64], &mut [f64], &mu
             for (r, o) in inb.chunks(na).zip(outb.chunks_mut(na)) {
                 k(r, o, scratch);
             }
+            // Captures the wrapper whole (a closure would capture the bare pointer field,
+            // which is not `Sync`).
+            #[allow(clippy::redundant_locals)]
             let dst = dst;
             // SAFETY: `out` holds nd × na cells and outlives this loop; this task writes
             // only dates t0..t1 (its own block), which no other task touches, and nothing

@@ -315,6 +315,7 @@ fn corr_of((c, vx, vy): (f64, f64, f64), cx: bool, cy: bool) -> f64 {
     // Computed unconditionally and selected, so that eight lanes vectorise ([`lanes`]);
     // the clamp is `f64::clamp`'s (NaN stays NaN).
     let r = c / (vx.sqrt() * vy.sqrt());
+    #[allow(clippy::manual_clamp)] // two selects, which the eight lanes vectorise
     let r = if r < -1.0 { -1.0 } else if r > 1.0 { 1.0 } else { r };
     if cx | cy | (vx <= 0.0) | (vy <= 0.0) {
         f64::NAN
