@@ -13,6 +13,10 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use std::path::PathBuf;
 use std::time::Duration;
 
+// As the CLI's (src/main.rs).
+#[global_allocator]
+static ALLOCATOR: alphaloop::data::pool::LineAligned = alphaloop::data::pool::LineAligned;
+
 fn data_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/sp500_daily.parquet")
 }

@@ -10,6 +10,9 @@ fn quiet_on_closed_pipe() {
     }
 }
 
+#[global_allocator]
+static ALLOCATOR: alphaloop::data::pool::LineAligned = alphaloop::data::pool::LineAligned;
+
 fn main() {
     quiet_on_closed_pipe();
     alphaloop::data::pool::keep_freed_memory();

@@ -464,8 +464,14 @@ unsafe fn walk_avx512<const CORR: bool>(x: &[f64], y: &[f64], xs: [&[f64]; W], y
         return;
     }
     assert!(y.len() >= n * W && out.len() >= n * W, "interleaved y and output at least as long as x");
-    // SAFETY (every load and store below): rows t < n of slices holding n·W values.
-    let ld = |v: &[f64], t: usize| unsafe { _mm512_loadu_pd(v[t * W..t * W + W].as_ptr()) };
+    // Raw pointers and no bounds checks in the loop: with them, the loop's index and
+    // bounds values outgrew the registers, and how the compiler spilled them changed from
+    // build to build with the crate's partitioning (`ts_corr` ran at 44 or 60 ms for the
+    // same three correlations, benches/README.md, session 25).
+    let (px, py, po) = (x.as_ptr(), y.as_ptr(), out.as_mut_ptr());
+    // SAFETY (every load below): rows t < n of slices holding at least n·W values
+    // (asserted above).
+    let ld = |v: *const f64, t: usize| unsafe { _mm512_loadu_pd(v.add(t * W)) };
     let dn = d as f64;
     let (vdn, vdn1, zero, nan) = (_mm512_set1_pd(dn), _mm512_set1_pd(dn - 1.0), _mm512_setzero_pd(), _mm512_set1_pd(f64::NAN));
     let (one, du, never) = (_mm512_set1_epi64(1), _mm512_set1_epi64(d as i64), _mm512_set1_epi64(-1));
@@ -476,8 +482,8 @@ unsafe fn walk_avx512<const CORR: bool>(x: &[f64], y: &[f64], xs: [&[f64]; W], y
     let (mut nbad, mut since, mut rx, mut ry) = (_mm512_setzero_si512(), never, _mm512_setzero_si512(), _mm512_setzero_si512());
     let (mut xp, mut yp) = (nan, nan);
     for t in 0..n {
-        let (xt, yt) = (ld(x, t), ld(y, t));
-        let (xo, yo) = if t >= d { (ld(x, t - d), ld(y, t - d)) } else { (zero, zero) };
+        let (xt, yt) = (ld(px, t), ld(py, t));
+        let (xo, yo) = if t >= d { (ld(px, t - d), ld(py, t - d)) } else { (zero, zero) };
         let (fa, fb) = (finite(xt), finite(yt));
         // Run lengths of identical finite values: +1 when today repeats yesterday.
         rx = _mm512_maskz_mov_epi64(fa, _mm512_mask_add_epi64(one, _mm512_mask_cmp_pd_mask::<_CMP_EQ_OQ>(fa, xt, xp), rx, one));
@@ -528,16 +534,26 @@ unsafe fn walk_avx512<const CORR: bool>(x: &[f64], y: &[f64], xs: [&[f64]; W], y
             // cov_of: 0 where a side is constant, which `c` already is.
             c
         };
-        let o = &mut out[t * W..t * W + W];
-        // SAFETY: `o` holds W values.
-        unsafe { _mm512_storeu_pd(o.as_mut_ptr(), _mm512_mask_mov_pd(nan, ok, r)) };
-        let mut exact = ok & ill & !z;
-        while exact != 0 {
-            let l = exact.trailing_zeros() as usize;
-            exact &= exact - 1;
-            o[l] = finish::<CORR>(exact_moments(&xs[l][t + 1 - d..=t], &ys[l][t + 1 - d..=t]), false, false);
+        // SAFETY: row t < n of `out`, which holds at least n·W values (asserted above).
+        unsafe { _mm512_storeu_pd(po.add(t * W), _mm512_mask_mov_pd(nan, ok, r)) };
+        let exact = ok & ill & !z;
+        if exact != 0 {
+            recompute_ill::<CORR>(exact, &xs, &ys, t + 1 - d, t, &mut out[t * W..t * W + W]);
         }
         (xp, yp) = (xt, yt);
+    }
+}
+
+/// The windows `from..=to` of the lanes set in `lanes`, recomputed exactly (they were
+/// ill-conditioned for the running sums) into `o`, the day's eight outputs. Rare, and kept
+/// out of line so that the walk's loop keeps its registers.
+#[cold]
+#[inline(never)]
+fn recompute_ill<const CORR: bool>(mut lanes: u8, xs: &[&[f64]; W], ys: &[&[f64]; W], from: usize, to: usize, o: &mut [f64]) {
+    while lanes != 0 {
+        let l = lanes.trailing_zeros() as usize;
+        lanes &= lanes - 1;
+        o[l] = finish::<CORR>(exact_moments(&xs[l][from..=to], &ys[l][from..=to]), false, false);
     }
 }
 
