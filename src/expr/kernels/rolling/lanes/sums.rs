@@ -62,16 +62,51 @@ mod avx512 {
     ///
     /// # Safety
     /// The CPU must support AVX-512F.
-    #[target_feature(enable = "avx512f")]
     pub unsafe fn walk(x: &[f64], d: usize, stat: Stat, out: &mut [f64]) {
+        // One compiled walk per statistic, so that each loop holds only its own sums and
+        // branches (one walk for all four spilled 25 vector registers to the stack).
+        // SAFETY: passed on from the caller.
+        unsafe {
+            match stat {
+                Stat::Sum => walk_of::sum(x, d, out),
+                Stat::Mean => walk_of::mean(x, d, out),
+                Stat::Decay => walk_of::decay(x, d, out),
+                Stat::Std => walk_of::std(x, d, out),
+            }
+        }
+    }
+
+    mod walk_of {
+        use super::{body, Stat};
+        macro_rules! each {
+            ($($name:ident: $stat:expr),*) => {$(
+                /// # Safety
+                /// The CPU must support AVX-512F.
+                #[target_feature(enable = "avx512f")]
+                pub unsafe fn $name(x: &[f64], d: usize, out: &mut [f64]) {
+                    // SAFETY: passed on from the caller.
+                    unsafe { body(x, d, $stat, out) }
+                }
+            )*};
+        }
+        each!(sum: Stat::Sum, mean: Stat::Mean, decay: Stat::Decay, std: Stat::Std);
+    }
+
+    /// The walk itself, compiled into each of [`walk_of`]'s functions with `stat` fixed.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F.
+    #[inline(always)]
+    unsafe fn body(x: &[f64], d: usize, stat: Stat, out: &mut [f64]) {
         let n = x.len() / W;
         assert!(out.len() >= n * W && d >= 1, "interleaved output as long as x, window of a day or more");
         if stat == Stat::Std && d < 2 {
             out.fill(f64::NAN);
             return;
         }
-        // SAFETY (every load and store below): rows t < n of slices holding n·W values.
-        let ld = |t: usize| unsafe { _mm512_loadu_pd(x[t * W..t * W + W].as_ptr()) };
+        let (px, po) = (x.as_ptr(), out.as_mut_ptr());
+        // SAFETY (every load below): rows t < n of `x`, which holds at least n·W values.
+        let ld = |t: usize| unsafe { _mm512_loadu_pd(px.add(t * W)) };
         let dn = d as f64;
         let (vdn, vdn1, zero, nan) = (_mm512_set1_pd(dn), _mm512_set1_pd(dn - 1.0), _mm512_setzero_pd(), _mm512_set1_pd(f64::NAN));
         let (one, du, never) = (_mm512_set1_epi64(1), _mm512_set1_epi64(d as i64), _mm512_set1_epi64(-1));
@@ -144,13 +179,10 @@ mod avx512 {
                     let sd = _mm512_maskz_mov_pd(!constant, _mm512_sqrt_pd(_mm512_max_pd(var, zero)));
                     let exact = ok & ill & !constant;
                     if exact != 0 {
-                        // Values equal up to rounding noise: the two-pass variance, per lane.
                         let mut v = [0.0; W];
                         // SAFETY: stores W values into an array of W.
                         unsafe { _mm512_storeu_pd(v.as_mut_ptr(), sd) };
-                        for l in (0..W).filter(|l| exact >> l & 1 == 1) {
-                            v[l] = exact_var(x[(t + 1 - d) * W + l..(t + 1) * W].iter().step_by(W)).1.sqrt();
-                        }
+                        exact_sd(exact, x, t + 1 - d, t + 1, &mut v);
                         // SAFETY: loads W values from an array of W.
                         unsafe { _mm512_loadu_pd(v.as_ptr()) }
                     } else {
@@ -160,7 +192,18 @@ mod avx512 {
             };
             xp = xt;
             // SAFETY: row t of `out` (asserted to hold n·W values).
-            unsafe { _mm512_storeu_pd(out[t * W..t * W + W].as_mut_ptr(), _mm512_mask_mov_pd(nan, ok, value)) };
+            unsafe { _mm512_storeu_pd(po.add(t * W), _mm512_mask_mov_pd(nan, ok, value)) };
+        }
+    }
+
+    /// Values equal up to rounding noise: the two-pass standard deviation of days
+    /// `from..to` into `v[l]`, for each lane l set in `lanes`. Rare, and out of line so
+    /// that the walk keeps its registers.
+    #[cold]
+    #[inline(never)]
+    fn exact_sd(lanes: u8, x: &[f64], from: usize, to: usize, v: &mut [f64; W]) {
+        for (l, v) in v.iter_mut().enumerate().filter(|(l, _)| lanes >> l & 1 == 1) {
+            *v = exact_var(x[from * W + l..to * W].iter().step_by(W)).1.sqrt();
         }
     }
 }
