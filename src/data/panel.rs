@@ -242,7 +242,7 @@ pub mod pool {
     /// The line-aligned start inside the system block `raw`, with `raw` noted before it.
     ///
     /// # Safety
-    /// `raw` must be a live block of at least `size + EXTRA` bytes.
+    /// `raw` must be null or a live block [`EXTRA`] bytes larger than the block it gives out.
     unsafe fn place(raw: *mut u8) -> *mut u8 {
         if raw.is_null() {
             return raw;

@@ -538,7 +538,10 @@ unsafe fn walk_avx512<const CORR: bool>(x: &[f64], y: &[f64], xs: [&[f64]; W], y
         unsafe { _mm512_storeu_pd(po.add(t * W), _mm512_mask_mov_pd(nan, ok, r)) };
         let exact = ok & ill & !z;
         if exact != 0 {
-            recompute_ill::<CORR>(exact, &xs, &ys, t + 1 - d, t, &mut out[t * W..t * W + W]);
+            // SAFETY: row t < n of `out` (asserted above), taken through `po` like every
+            // other write of the loop (a fresh borrow of `out` would invalidate `po`).
+            let o = unsafe { std::slice::from_raw_parts_mut(po.add(t * W), W) };
+            recompute_ill::<CORR>(exact, &xs, &ys, t + 1 - d, t, o);
         }
         (xp, yp) = (xt, yt);
     }
