@@ -431,16 +431,19 @@ unsafe fn transpose_tiles(src: &[f64], stride: usize, dst: *mut f64, dst_stride:
     if fr > 0 && fc > 0 {
         assert!(src.len() >= (fr - 1) * stride + fc, "transpose out of bounds");
     }
+    #[cfg(target_arch = "x86_64")]
+    if simd && fr > 0 && fc > 0 {
+        // SAFETY: the CPU has AVX-512F; every tile's reads lie inside `src` (asserted
+        // above) and its writes are the caller's cells.
+        unsafe { avx512::tiles(src.as_ptr(), stride, dst, dst_stride, fr, fc) };
+    }
+    let _ = simd;
     for r0 in (0..fr).step_by(T) {
         for c0 in (0..fc).step_by(T) {
             #[cfg(target_arch = "x86_64")]
             if simd {
-                // SAFETY: the CPU has AVX-512F; the tile's reads lie inside `src` (asserted
-                // above) and its writes are the caller's cells.
-                unsafe { avx512::tile(src.as_ptr().add(r0 * stride + c0), stride, dst.add(c0 * dst_stride + r0), dst_stride) };
                 continue;
             }
-            let _ = simd;
             let mut tile = [[0.0f64; T]; T];
             for (i, t) in tile.iter_mut().enumerate() {
                 let at = (r0 + i) * stride + c0;
@@ -494,6 +497,26 @@ mod avx512 {
         [lo4(u0, u4), lo4(u2, u6), lo4(u1, u5), lo4(u3, u7), hi4(u0, u4), hi4(u2, u6), hi4(u1, u5), hi4(u3, u7)]
     }
 
+    /// Transposes the `rows × cols` full 8 × 8 tiles (both multiples of 8) of
+    /// [`transpose_tiles`](super::transpose_tiles).
+    ///
+    /// Why a loop of its own: called tile by tile from baseline code, [`tile`] could not
+    /// be inlined, so every 64 cells paid a call, a `vzeroupper` and reloads of the
+    /// shuffles' index vectors.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F; `src + r * stride + c` valid for reads and
+    /// `dst + c * dst_stride + r` valid for writes for every r < rows, c < cols.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn tiles(src: *const f64, stride: usize, dst: *mut f64, dst_stride: usize, rows: usize, cols: usize) {
+        for r0 in (0..rows).step_by(8) {
+            for c0 in (0..cols).step_by(8) {
+                // SAFETY: inside the ranges the caller vouches for.
+                unsafe { tile(src.add(r0 * stride + c0), stride, dst.add(c0 * dst_stride + r0), dst_stride) };
+            }
+        }
+    }
+
     /// Transposes one 8 × 8 tile: rows `src + i * stride` (8 cells each) to rows
     /// `dst + j * dst_stride`.
     ///
@@ -502,7 +525,7 @@ mod avx512 {
     /// valid (for reads at `src`, for writes at `dst`).
     #[inline]
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn tile(src: *const f64, stride: usize, dst: *mut f64, dst_stride: usize) {
+    unsafe fn tile(src: *const f64, stride: usize, dst: *mut f64, dst_stride: usize) {
         let load = |i: usize| unsafe { _mm512_loadu_epi64(src.add(i * stride) as *const i64) };
         let t = transpose8([load(0), load(1), load(2), load(3), load(4), load(5), load(6), load(7)]);
         for (j, v) in t.into_iter().enumerate() {
