@@ -287,45 +287,59 @@ mod avx512 {
     fn sort256(mut r: [__m512i; 16], p: &Perms) -> [__m512i; 16] {
         net16!(r);
         let mut r = transpose16(r);
-        for w in [1, 2, 4, 8] {
-            for s in (0..16).step_by(2 * w) {
-                merge(&mut r[s..s + 2 * w], p);
-            }
-        }
+        level::<1>(&mut r, p);
+        level::<2>(&mut r, p);
+        level::<4>(&mut r, p);
+        level::<8>(&mut r, p);
         r
     }
 
-    /// Merges two sorted runs of equal length (the halves of `regs`) into one: each key
-    /// of the first meets its mirror in the second, which leaves two bitonic halves with
-    /// every key of the first at most every key of the second; each is then cleaned by
-    /// half-cleaners between registers and, last, within them ([`clean2`]).
+    /// One merge level of [`sort256`]: the sorted runs of `W` registers merged in pairs.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    fn merge(regs: &mut [__m512i], p: &Perms) {
-        let w = regs.len() / 2;
-        let (a, b) = regs.split_at_mut(w);
-        // Key i of the run meets key 2L-1-i: register w-1-q of the second half, lanes
+    fn level<const W: usize>(r: &mut [__m512i; 16], p: &Perms) {
+        for s in (0..16).step_by(2 * W) {
+            let (a, b) = r[s..s + 2 * W].split_at_mut(W);
+            // Both halves are W registers long, so the conversions always succeed.
+            if let (Ok(a), Ok(b)) = (a.try_into(), b.try_into()) {
+                merge::<W>(a, b, p);
+            }
+        }
+    }
+
+    /// Merges two sorted runs of `W` registers each into one: each key of the first
+    /// meets its mirror in the second, which leaves two bitonic halves with every key of
+    /// the first at most every key of the second; each is then cleaned by half-cleaners
+    /// between registers and, last, within them ([`clean2`]).
+    ///
+    /// Why fixed sizes: with the run length a slice's, the merges inside [`sort256`]
+    /// were one out-of-line function whose registers went through memory, and a call
+    /// with two 1 KB copies per 256 keys.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn merge<const W: usize>(a: &mut [__m512i; W], b: &mut [__m512i; W], p: &Perms) {
+        // Key i of the run meets key 2L-1-i: register W-1-q of the second half, lanes
         // reversed. The maxima are kept in reversed order (register q of the second half
         // gets the maxima of register q of the first), which is still bitonic.
-        if w == 1 {
+        if W == 1 {
             let (x, y) = minmax(a[0], _mm512_permutexvar_epi32(p.rev, b[0]));
             (a[0], b[0]) = clean2(x, y, p);
             return;
         }
-        for q in 0..w / 2 {
-            let e = w - 1 - q;
+        for q in 0..W / 2 {
+            let e = W - 1 - q;
             let (lo0, hi0) = minmax(a[q], _mm512_permutexvar_epi32(p.rev, b[e]));
             let (lo1, hi1) = minmax(a[e], _mm512_permutexvar_epi32(p.rev, b[q]));
             (a[q], b[q], a[e], b[e]) = (lo0, hi0, lo1, hi1);
         }
         for h in [a, b] {
-            // Half-cleaners 8 registers or more apart through memory, the rest on blocks
-            // of up to 8 registers held in registers.
-            half_cleaners(h, 8);
-            match w {
-                2 => clean_block::<2>(h, p),
-                4 => clean_block::<4>(h, p),
-                _ => h.chunks_exact_mut(8).for_each(|b| clean_block::<8>(b, p)),
+            if W <= 8 {
+                clean_block::<W>(h, p);
+            } else {
+                // Half-cleaners 8 registers or more apart through memory, the rest on
+                // blocks of 8 registers held in registers.
+                half_cleaners(h, 8);
+                h.chunks_exact_mut(8).for_each(|b| clean_block::<8>(b, p));
             }
         }
     }
@@ -513,7 +527,11 @@ mod avx512 {
             block.copy_from_slice(&sort256(b, &p));
         }
         if r == 32 {
-            merge(&mut regs, &p);
+            let (a, b) = regs.split_at_mut(16);
+            // Both halves are 16 registers long, so the conversions always succeed.
+            if let (Ok(a), Ok(b)) = (a.try_into(), b.try_into()) {
+                merge::<16>(a, b, &p);
+            }
         }
         for (q, reg) in regs.iter().enumerate().take(used) {
             // SAFETY: as for the load.
