@@ -481,13 +481,17 @@ impl Scorer {
             (sxy, sxx, self.main_syy[i])
         } else {
             // The signal misses some labelled stocks (most dates of most alphas): the
-            // signal's ranks go to `sr` by stock, then one walk of the label's precomputed
-            // order, restricted to the joint set, ranks the label within it: the kept
-            // entries rank 1, 2, ... except in a run of equal labels, whose m kept
-            // members share their average rank. Such a run adds (its rank − mid) · Σ
-            // (their signal ranks − mid) to sxy and lowers Σ (rank − mid)² by (m³ − m)/12
-            // from the untied n(n² − 1)/12. Runs are few, so the walk between them stays
-            // branch-free (four accumulators; the sums are exact).
+            // signal's ranks go to `sr` by stock (0 for a stock outside the joint set;
+            // ranks start at 1), then one walk of the label's precomputed order,
+            // restricted to the joint set, ranks the label within it: the kept entries
+            // rank 1, 2, ... except in a run of equal labels, whose m kept members share
+            // their average rank. Such a run adds (its rank − mid) · Σ (their signal ranks
+            // − mid) to sxy and lowers Σ (rank − mid)² by (m³ − m)/12 from the untied
+            // n(n² − 1)/12. Runs are few, so the walk between them stays branch-free
+            // (four accumulators). Every value here is a small multiple of 1/2, so the sums
+            // are exact and the position is counted in an f64 (`pm`, position + 1 − mid):
+            // converting an integer count on every step was most of the walk's time.
+            sc.sr.clear();
             sc.sr.resize(na, 0.0);
             let sxx = if !ties {
                 for (p, &(_, k)) in joint.iter().enumerate() {
@@ -504,30 +508,42 @@ impl Scorer {
             };
             let order = &self.main_order[i * na..i * na + self.n_labelled[i] as usize];
             let groups = &self.main_groups[self.main_group_at[i] as usize..self.main_group_at[i + 1] as usize];
-            let sr = &sc.sr;
-            let kept = |k: u32| sig[k as usize].is_finite();
-            let (mut acc, mut pos) = ([0.0; 4], 0usize);
-            let mut walk = |seg: &[u32], pos: &mut usize| {
-                for (j, &k) in seg.iter().enumerate() {
-                    let t = (*pos as f64 + 1.0 - mid) * (f64::from(sr[k as usize]) - mid);
-                    acc[j % 4] += if kept(k) { t } else { 0.0 };
-                    *pos += usize::from(kept(k));
+            let sr = &sc.sr[..na];
+            let (mut acc, mut pm) = ([0.0; 4], 1.0 - mid);
+            let step = |k: u32, acc: &mut f64, pm: &mut f64| {
+                let r = sr[k as usize];
+                let kept = r != 0.0;
+                let t = *pm * (f64::from(r) - mid);
+                *acc += if kept { t } else { 0.0 };
+                *pm += if kept { 1.0 } else { 0.0 };
+            };
+            let walk = |seg: &[u32], acc: &mut [f64; 4], pm: &mut f64| {
+                let mut quads = seg.chunks_exact(4);
+                for q in &mut quads {
+                    for (a, &k) in acc.iter_mut().zip(q) {
+                        step(k, a, pm);
+                    }
+                }
+                for (a, &k) in acc.iter_mut().zip(quads.remainder()) {
+                    step(k, a, pm);
                 }
             };
             let (mut from, mut in_groups, mut less) = (0usize, 0.0, 0.0);
             for &[s, e] in groups {
-                walk(&order[from..s as usize], &mut pos);
+                walk(&order[from..s as usize], &mut acc, &mut pm);
                 let (mut m, mut sum) = (0usize, 0.0);
                 for &k in &order[s as usize..e as usize] {
-                    m += usize::from(kept(k));
-                    sum += if kept(k) { f64::from(sr[k as usize]) - mid } else { 0.0 };
+                    let r = sr[k as usize];
+                    m += usize::from(r != 0.0);
+                    sum += if r != 0.0 { f64::from(r) - mid } else { 0.0 };
                 }
-                in_groups += (pos as f64 + (m as f64 + 1.0) / 2.0 - mid) * sum;
+                // The run's first position is pm − 1 + mid (exact, as everything here).
+                in_groups += (pm - 1.0 + mid + (m as f64 + 1.0) / 2.0 - mid) * sum;
                 less += (m * m * m - m) as f64 / 12.0;
-                pos += m;
+                pm += m as f64;
                 from = e as usize;
             }
-            walk(&order[from..], &mut pos);
+            walk(&order[from..], &mut acc, &mut pm);
             ((acc[0] + acc[1]) + (acc[2] + acc[3]) + in_groups, sxx, untied_sum_sq(n) - less)
         };
         day.rank_ic = (sxx > 0.0 && syy > 0.0).then(|| (sxy / (sxx.sqrt() * syy.sqrt())).clamp(-1.0, 1.0));
