@@ -564,18 +564,22 @@ impl Scorer {
         let bounds: [usize; 6] = std::array::from_fn(|b| b * n / 5);
         // From −0.0, as `f64::sum` starts.
         let (mut q, mut long) = ([-0.0; 5], -0.0);
-        // The lowest quintile is the smallest: bounds[1] − bounds[0] = floor(n/5) = legs.
-        // (`j` is the step of six sequences at once, hence the index loop.)
-        #[allow(clippy::needless_range_loop)]
-        for j in 0..legs + 1 {
-            for b in 0..5 {
-                let p = bounds[b] + j;
-                if p < bounds[b + 1] {
-                    q[b] += lab(joint[p].1);
-                }
-            }
-            if j < legs {
-                long += lab(long_leg[j]);
+        // Every quintile holds `legs` = floor(n/5) stocks or one more: the first `legs` of
+        // each are summed side by side (slices and zips, so no index is checked inside
+        // the loop), then each extra one, last in its sum as in order.
+        let quint = |b: usize| &joint[bounds[b]..bounds[b] + legs];
+        let (j0, j1, j2, j3, j4) = (quint(0), quint(1), quint(2), quint(3), quint(4));
+        for (((((e0, e1), e2), e3), e4), &k) in j0.iter().zip(j1).zip(j2).zip(j3).zip(j4).zip(&long_leg[..legs]) {
+            q[0] += lab(e0.1);
+            q[1] += lab(e1.1);
+            q[2] += lab(e2.1);
+            q[3] += lab(e3.1);
+            q[4] += lab(e4.1);
+            long += lab(k);
+        }
+        for (b, qv) in q.iter_mut().enumerate() {
+            if bounds[b] + legs < bounds[b + 1] {
+                *qv += lab(joint[bounds[b] + legs].1);
             }
         }
         for (b, qv) in q.iter_mut().enumerate() {
