@@ -115,11 +115,11 @@ pub struct Scorer {
     /// One past the last date of the period.
     end: usize,
     n_assets: usize,
-    /// The label at the main horizon, then at each of `cfg.ic_horizons`, interleaved: per
-    /// date, per asset, [`lanes`](Self::lanes) values (NaN past the last horizon), so that
-    /// the ICs at four horizons read one vector per stock ([`pearson4`]).
+    /// The label at the main horizon, then at each of `cfg.ic_horizons`: per date,
+    /// [`lanes`](Self::lanes) rows of one value per asset (NaN rows past the last
+    /// horizon), so that the ICs at four horizons read four contiguous rows ([`pearson4`]).
     labels: Vec<f64>,
-    /// Values per (date, asset) in `labels`: the horizons rounded up to a multiple of 4.
+    /// Rows per date in `labels`: the horizons rounded up to a multiple of 4.
     lanes: usize,
     /// Finite main labels per date.
     n_labelled: Vec<u32>,
@@ -190,8 +190,8 @@ impl Scorer {
         let lanes = (1 + extra.len()).div_ceil(4) * 4;
         let mut labels = vec![f64::NAN; main.rows.len() * lanes];
         for (k, l) in std::iter::once(&main).chain(&extra).enumerate() {
-            for (cell, &v) in l.rows.iter().enumerate() {
-                labels[cell * lanes + k] = v;
+            for (i, row) in l.rows.chunks(na.max(1)).enumerate() {
+                labels[(i * lanes + k) * na..][..row.len()].copy_from_slice(row);
             }
         }
         drop(extra);
@@ -392,12 +392,17 @@ impl Scorer {
         let lanes = self.lanes;
         let labels = &self.labels[i * na * lanes..(i + 1) * na * lanes];
         // The main label of asset k.
-        let lab = |k: u32| labels[k as usize * lanes];
+        let lab = |k: u32| labels[k as usize];
         let mut day = Day { n_label: self.n_labelled[i], ..Day::default() };
         // The label rows below are read in the signal's sorted order, i.e. at random: ask
         // for their cache lines now so they arrive while the signal is being sorted.
         crate::data::prefetch(labels.as_ptr(), na * lanes);
         crate::data::prefetch(self.main_ranks[row.clone()].as_ptr().cast(), na.div_ceil(2));
+        if signal == 0 {
+            // The next date's labels, read by every signal of the group after this date's.
+            let next = &self.labels[((i + 1) * na * lanes).min(self.labels.len())..];
+            crate::data::prefetch_l2(next.as_ptr(), (na * lanes).min(next.len()));
+        }
         let w = words(na);
         let bits = &self.labelled[i * w..(i + 1) * w];
         let labelled = |k: u32| (bits[k as usize / 64] >> (k % 64)) & 1 == 1;
@@ -417,7 +422,8 @@ impl Scorer {
         let horizons = 1 + self.cfg.ic_horizons.len();
         let (mut ic, mut n) = (f64::NAN, 0);
         for c in (0..horizons).step_by(4) {
-            let (r, counts) = pearson4(sig, labels, lanes, c, min);
+            let rows: [&[f64]; 4] = std::array::from_fn(|j| &labels[(c + j) * na..(c + j + 1) * na]);
+            let (r, counts) = pearson4(sig, rows, min);
             for (k, v) in r.into_iter().enumerate().take(horizons - c) {
                 let v = if v.is_finite() { v } else { f64::NAN };
                 if c + k == 0 {

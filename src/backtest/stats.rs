@@ -49,43 +49,34 @@ pub fn pearson_many<const K: usize>(x: &[f64], ys: [&[f64]; K], min: usize) -> [
 }
 }
 
-/// [`pearson_many`] of `x` with four series stored interleaved: cell i's values are
-/// `y[i * stride + offset ..][..4]` (the IC at four horizons of one date). With AVX-512,
-/// two cells' four values are one vector and the lanes keep exactly the generic code's
-/// accumulators, so the results are the same bit for bit. Also returns each series'
-/// count of cells where both sides are finite.
-pub fn pearson4(x: &[f64], y: &[f64], stride: usize, offset: usize, min: usize) -> ([f64; 4], [usize; 4]) {
-    assert!(offset + 4 <= stride && y.len() >= x.len() * stride, "pearson4: bad layout");
+/// [`pearson_many`] of `x` with four series (the IC at four horizons of one date), with
+/// each series' count of cells where both sides are finite. With AVX-512, one vector holds
+/// the eight lanes of a series' accumulators: the same operations in the same order as the
+/// generic code, so the same bits.
+pub fn pearson4(x: &[f64], ys: [&[f64]; 4], min: usize) -> ([f64; 4], [usize; 4]) {
+    assert!(ys.iter().all(|y| y.len() >= x.len()), "pearson4: a series is shorter than x");
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU has AVX-512F and the layout was checked above.
-        let (n, sx, sy) = unsafe { avx512::pass1(x, y, stride, offset) };
-        return finish(x, |i| cell4(y, stride, offset, i), min, (n, sx, sy), |mx, my| unsafe { avx512::pass2(x, y, stride, offset, mx, my) });
+        // SAFETY: the CPU has AVX-512F and every series is at least as long as x.
+        let sums = unsafe { avx512::pass1(x, ys) };
+        return finish(x, |i| ys.map(|y| y[i]), min, sums, |mx, my| unsafe { avx512::pass2(x, ys, mx, my) });
     }
-    pearson4_generic(x, y, stride, offset, min)
-}
-
-/// Cell i's four values in [`pearson4`]'s layout.
-#[inline(always)]
-fn cell4(y: &[f64], stride: usize, offset: usize, i: usize) -> [f64; 4] {
-    let c = &y[i * stride + offset..i * stride + offset + 4];
-    [c[0], c[1], c[2], c[3]]
+    pearson4_generic(x, ys, min)
 }
 
 crate::expr::kernels::avx2_dispatch! {
 /// [`pearson4`] without AVX-512.
-fn pearson4_generic(x: &[f64], y: &[f64], stride: usize, offset: usize, min: usize) -> ([f64; 4], [usize; 4]) {
-    pearson_cells(x, |i| cell4(y, stride, offset, i), min)
+fn pearson4_generic(x: &[f64], ys: [&[f64]; 4], min: usize) -> ([f64; 4], [usize; 4]) {
+    pearson_cells(x, |i| ys.map(|y| y[i]), min)
 }
 }
 
-/// Per-series, per-lane sums: `[k][l]` for series k and lane l (cells i with i % L == l;
-/// the cells after the last full group of L two by two in lanes 0 and 1).
+/// Per-series, per-lane sums: `[k][l]` for series k and lane l (cells i with i % L == l).
 type Acc<const K: usize> = [[f64; L]; K];
-/// Independent sums per series. Each lane's adds wait on each other; AVX-512 holds two
-/// cells' four series per vector, and with one vector of accumulators (two lanes) the
-/// adds waited: the scorer's metrics were 4 % slower.
-const L: usize = 4;
+/// Independent sums per series: one AVX-512 vector of them. (Four lanes, two cells' four
+/// series per vector on interleaved labels, read each cell's signal value twice as often
+/// and left the scorer's Pearson passes twice as slow.)
+const L: usize = 8;
 
 /// `v - v == 0` exactly when v is finite (NaN and ±inf give NaN); unlike `is_finite` it
 /// stays in float registers, which lets the loops vectorise.
@@ -124,7 +115,7 @@ fn pearson_cells<const K: usize>(x: &[f64], y: impl Fn(usize) -> [f64; K], min: 
         }
     }
     for i in full..n_cells {
-        pass1!(i, (i - full) % 2);
+        pass1!(i, i - full);
     }
     finish(x, &y, min, (n, sx, sy), |mx, my| {
         let (mut cxy, mut cxx, mut cyy) = ([[0.0f64; L]; K], [[0.0f64; L]; K], [[0.0f64; L]; K]);
@@ -148,7 +139,7 @@ fn pearson_cells<const K: usize>(x: &[f64], y: impl Fn(usize) -> [f64; K], min: 
             }
         }
         for i in full..n_cells {
-            pass2!(i, (i - full) % 2);
+            pass2!(i, i - full);
         }
         (cxy, cxx, cyy)
     })
@@ -197,68 +188,55 @@ fn finish<const K: usize>(
     (out, cells)
 }
 
-/// [`pearson4`]'s two passes on AVX-512, in two accumulators of two cells each: lane
-/// `4c + k` of accumulator h is the generic code's `[k][2h + c]`, updated by the same
-/// operations in the same order (a masked-off lane keeps its value where the generic code
-/// adds +0.0 to a sum that started at +0.0 and so is never −0.0: the same value).
+/// [`pearson4`]'s two passes on AVX-512: lane l of series k's accumulator is the generic
+/// code's `[k][l]`, updated by the same operations in the same order (a masked-off lane
+/// keeps its value where the generic code adds +0.0 to a sum that started at +0.0 and so
+/// is never −0.0: the same value).
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::Acc;
+    use super::{Acc, L};
     use std::arch::x86_64::*;
 
-    /// Cells i and i + 1: x broadcast to each half, and each cell's four values. For the
-    /// last cell of an odd count, only the low half (`lanes` = 0x0f).
+    /// The lanes of cells `8q..` inside `len` cells.
     #[inline]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn cells(x: &[f64], y: &[f64], stride: usize, offset: usize, i: usize, lanes: __mmask8) -> (__m512d, __m512d, __mmask8) {
-        let (px, py) = (x.as_ptr(), y.as_ptr());
-        // SAFETY (all loads): cell i (and i + 1 when its lanes are on) lie inside x and,
-        // by pearson4's layout check, their four values inside y.
-        unsafe {
-            let lo = _mm512_set1_pd(*px.add(i));
-            let b_lo = _mm512_castpd256_pd512(_mm256_loadu_pd(py.add(i * stride + offset)));
-            let (a, b) = if lanes == 0xff {
-                let hi = _mm256_set1_pd(*px.add(i + 1));
-                (_mm512_insertf64x4::<1>(lo, hi), _mm512_insertf64x4::<1>(b_lo, _mm256_loadu_pd(py.add((i + 1) * stride + offset))))
-            } else {
-                (lo, b_lo)
-            };
-            let zero = _mm512_setzero_pd();
-            let m = _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(_mm512_sub_pd(a, a), zero) & _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(_mm512_sub_pd(b, b), zero);
-            (a, b, m & lanes)
-        }
+    fn lanes(len: usize, q: usize) -> __mmask8 {
+        ((1u16 << (len - 8 * q).min(8)) - 1) as __mmask8
     }
 
-    /// Accumulator h's lane 4c + k is the generic code's `[k][2h + c]`.
-    fn split(v: [__m512d; 2]) -> Acc<4> {
+    /// The lanes of `v` that hold finite values (x − x is 0 exactly for those).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn finite(v: __m512d) -> __mmask8 {
+        _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(_mm512_sub_pd(v, v), _mm512_setzero_pd())
+    }
+
+    #[inline]
+    fn split<const K: usize>(v: [__m512d; K]) -> Acc<K> {
         // SAFETY: __m512d and [f64; 8] have the same size and any bits are valid f64s.
-        let a: [[f64; 8]; 2] = unsafe { std::mem::transmute(v) };
-        std::array::from_fn(|k| [a[0][k], a[0][4 + k], a[1][k], a[1][4 + k]])
+        v.map(|r| unsafe { std::mem::transmute::<__m512d, [f64; L]>(r) })
     }
 
     /// # Safety
-    /// AVX-512F, and the layout of [`pearson4`](super::pearson4).
+    /// AVX-512F, and every series at least as long as `x`.
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn pass1(x: &[f64], y: &[f64], stride: usize, offset: usize) -> (Acc<4>, Acc<4>, Acc<4>) {
+    pub unsafe fn pass1<const K: usize>(x: &[f64], ys: [&[f64]; K]) -> (Acc<K>, Acc<K>, Acc<K>) {
         let z = _mm512_setzero_pd();
-        let (mut n, mut sx, mut sy) = ([z; 2], [z; 2], [z; 2]);
+        let (mut n, mut sx, mut sy) = ([z; K], [z; K], [z; K]);
         let one = _mm512_set1_pd(1.0);
         let len = x.len();
-        let full = len / super::L * super::L;
-        let mut add = |h: usize, i: usize, lanes: __mmask8| {
-            // SAFETY: passed on from the caller.
-            let (a, b, m) = unsafe { cells(x, y, stride, offset, i, lanes) };
-            n[h] = _mm512_mask_add_pd(n[h], m, n[h], one);
-            sx[h] = _mm512_mask_add_pd(sx[h], m, sx[h], a);
-            sy[h] = _mm512_mask_add_pd(sy[h], m, sy[h], b);
-        };
-        // Cells 4j..4j + 4 into the two accumulators, the rest two by two into the first.
-        for i in (0..full).step_by(4) {
-            add(0, i, 0xff);
-            add(1, i + 2, 0xff);
-        }
-        for i in (full..len).step_by(2) {
-            add(0, i, if i + 1 < len { 0xff } else { 0x0f });
+        for q in 0..len.div_ceil(L) {
+            let on = lanes(len, q);
+            // SAFETY: only lanes inside x (and so inside every series) are read.
+            let a = unsafe { _mm512_maskz_loadu_pd(on, x.as_ptr().add(L * q)) };
+            let fa = finite(a) & on;
+            for k in 0..K {
+                // SAFETY: as above.
+                let b = unsafe { _mm512_maskz_loadu_pd(on, ys[k].as_ptr().add(L * q)) };
+                let m = finite(b) & fa;
+                n[k] = _mm512_mask_add_pd(n[k], m, n[k], one);
+                sx[k] = _mm512_mask_add_pd(sx[k], m, sx[k], a);
+                sy[k] = _mm512_mask_add_pd(sy[k], m, sy[k], b);
+            }
         }
         (split(n), split(sx), split(sy))
     }
@@ -266,27 +244,25 @@ mod avx512 {
     /// # Safety
     /// As for [`pass1`].
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn pass2(x: &[f64], y: &[f64], stride: usize, offset: usize, mx: [f64; 4], my: [f64; 4]) -> (Acc<4>, Acc<4>, Acc<4>) {
+    pub unsafe fn pass2<const K: usize>(x: &[f64], ys: [&[f64]; K], mx: [f64; K], my: [f64; K]) -> (Acc<K>, Acc<K>, Acc<K>) {
         let z = _mm512_setzero_pd();
-        let (mut cxy, mut cxx, mut cyy) = ([z; 2], [z; 2], [z; 2]);
-        let both = |v: [f64; 4]| _mm512_setr_pd(v[0], v[1], v[2], v[3], v[0], v[1], v[2], v[3]);
-        let (mx, my) = (both(mx), both(my));
+        let (mut cxy, mut cxx, mut cyy) = ([z; K], [z; K], [z; K]);
+        let (mx, my) = (mx.map(|v| _mm512_set1_pd(v)), my.map(|v| _mm512_set1_pd(v)));
         let len = x.len();
-        let full = len / super::L * super::L;
-        let mut add = |h: usize, i: usize, lanes: __mmask8| {
-            // SAFETY: passed on from the caller.
-            let (a, b, m) = unsafe { cells(x, y, stride, offset, i, lanes) };
-            let (u, v) = (_mm512_maskz_sub_pd(m, a, mx), _mm512_maskz_sub_pd(m, b, my));
-            cxy[h] = _mm512_add_pd(cxy[h], _mm512_mul_pd(u, v));
-            cxx[h] = _mm512_add_pd(cxx[h], _mm512_mul_pd(u, u));
-            cyy[h] = _mm512_add_pd(cyy[h], _mm512_mul_pd(v, v));
-        };
-        for i in (0..full).step_by(4) {
-            add(0, i, 0xff);
-            add(1, i + 2, 0xff);
-        }
-        for i in (full..len).step_by(2) {
-            add(0, i, if i + 1 < len { 0xff } else { 0x0f });
+        for q in 0..len.div_ceil(L) {
+            let on = lanes(len, q);
+            // SAFETY: only lanes inside x (and so inside every series) are read.
+            let a = unsafe { _mm512_maskz_loadu_pd(on, x.as_ptr().add(L * q)) };
+            let fa = finite(a) & on;
+            for k in 0..K {
+                // SAFETY: as above.
+                let b = unsafe { _mm512_maskz_loadu_pd(on, ys[k].as_ptr().add(L * q)) };
+                let m = finite(b) & fa;
+                let (u, v) = (_mm512_maskz_sub_pd(m, a, mx[k]), _mm512_maskz_sub_pd(m, b, my[k]));
+                cxy[k] = _mm512_add_pd(cxy[k], _mm512_mul_pd(u, v));
+                cxx[k] = _mm512_add_pd(cxx[k], _mm512_mul_pd(u, u));
+                cyy[k] = _mm512_add_pd(cyy[k], _mm512_mul_pd(v, v));
+            }
         }
         (split(cxy), split(cxx), split(cyy))
     }
@@ -321,13 +297,11 @@ mod tests {
             assert!(many[k].is_finite());
         }
         assert!(many[3].is_nan());
-        // The same four series interleaved (and one padding column) give the same results.
-        let inter: Vec<f64> = (0..97).flat_map(|i| [f64::NAN, cols[0][i], cols[1][i], cols[2][i], c[i]]).collect();
-        let counts: [usize; 4] = std::array::from_fn(|k| {
-            let col = if k < 3 { &cols[k][..] } else { &c[..] };
-            (0..97).filter(|&i| x[i].is_finite() && col[i].is_finite()).count()
-        });
-        for (r, n) in [pearson4(&x, &inter, 5, 1, 20), pearson4_generic(&x, &inter, 5, 1, 20)] {
+        // The same through pearson4 (AVX-512 where the CPU has it, and the generic code),
+        // with the counts.
+        let ys = [&cols[0][..], &cols[1][..], &cols[2][..], &c[..97]];
+        let counts: [usize; 4] = std::array::from_fn(|k| (0..97).filter(|&i| x[i].is_finite() && ys[k][i].is_finite()).count());
+        for (r, n) in [pearson4(&x, ys, 20), pearson4_generic(&x, ys, 20)] {
             assert_eq!(r.map(f64::to_bits), many.map(f64::to_bits));
             assert_eq!(n, counts);
         }
