@@ -26,7 +26,7 @@ mod stats;
 pub use stats::{mean_std, pearson4, pearson_finite, pearson_many};
 
 use crate::data::{DataError, MarketData, Panel, Period, Splits};
-use crate::expr::kernels::cross::{average_ranks, tie_runs, SortBuf};
+use crate::expr::kernels::cross::{tie_runs, SortBuf};
 use rayon::prelude::*;
 use std::sync::Arc;
 use serde::{Deserialize, Serialize};
@@ -396,9 +396,10 @@ impl Scorer {
         let mut day = Day { n_label: self.n_labelled[i], ..Day::default() };
         // The label rows below are read in the signal's sorted order, i.e. at random: ask
         // for their cache lines now so they arrive while the signal is being sorted.
-        crate::data::prefetch(labels.as_ptr(), na * lanes);
-        crate::data::prefetch(self.main_ranks[row.clone()].as_ptr().cast(), na.div_ceil(2));
         if signal == 0 {
+            // (The group's later signals find them in cache.)
+            crate::data::prefetch(labels.as_ptr(), na * lanes);
+            crate::data::prefetch(self.main_ranks[row.clone()].as_ptr().cast(), na.div_ceil(2));
             // The next date's labels, read by every signal of the group after this date's.
             let next = &self.labels[((i + 1) * na * lanes).min(self.labels.len())..];
             crate::data::prefetch_l2(next.as_ptr(), (na * lanes).min(next.len()));
@@ -477,12 +478,15 @@ impl Scorer {
                 }
                 ((acc[0] + acc[1]) + (acc[2] + acc[3]), untied_sum_sq(n))
             } else {
-                let (mut sxy, mut sxx) = (0.0, 0.0);
-                average_ranks(joint, |k, r| {
-                    sxy += (r - mid) * v(k);
-                    sxx += (r - mid) * (r - mid);
+                // Σ (rank − mid)² from the runs' lengths ([`run_less`]).
+                let (mut sxy, mut less) = (0.0, 0.0);
+                tie_runs(joint.len(), |j| joint[j].0 == joint[j - 1].0, |a, b, r| {
+                    for &(_, k) in &joint[a..b] {
+                        sxy += (r - mid) * v(k);
+                    }
+                    less += run_less(b - a);
                 });
-                (sxy, sxx)
+                (sxy, untied_sum_sq(n) - less)
             };
             (sxy, sxx, self.main_syy[i])
         } else {
@@ -505,12 +509,16 @@ impl Scorer {
                 }
                 untied_sum_sq(n)
             } else {
-                let mut sxx = 0.0;
-                average_ranks(joint, |k, r| {
-                    sc.sr[k as usize] = r as f32;
-                    sxx += (r - mid) * (r - mid);
+                // Σ (rank − mid)² from the runs' lengths: one serial chain of adds per
+                // stock was a tenth of the per-date loop.
+                let (sr, mut less) = (&mut sc.sr[..na], 0.0);
+                tie_runs(joint.len(), |j| joint[j].0 == joint[j - 1].0, |a, b, r| {
+                    for &(_, k) in &joint[a..b] {
+                        sr[k as usize] = r as f32;
+                    }
+                    less += run_less(b - a);
                 });
-                sxx
+                untied_sum_sq(n) - less
             };
             let order = &self.main_order[i * na..i * na + self.n_labelled[i] as usize];
             let groups = &self.main_groups[self.main_group_at[i] as usize..self.main_group_at[i + 1] as usize];
@@ -545,7 +553,7 @@ impl Scorer {
                 }
                 // The run's first position is pm − 1 + mid (exact, as everything here).
                 in_groups += (pm - 1.0 + mid + (m as f64 + 1.0) / 2.0 - mid) * sum;
-                less += (m * m * m - m) as f64 / 12.0;
+                less += run_less(m);
                 pm += m as f64;
                 from = e as usize;
             }
@@ -615,6 +623,14 @@ fn sum_abs_diff(a: &[f64], b: &[f64]) -> f64 {
         }
     }
     acc.iter().sum()
+}
+
+/// How much a run of `m` tied ranks (each the run's average) lowers Σ (r − mid)² below
+/// the untied [`untied_sum_sq`]: (m³ − m)/12, a multiple of 1/2, so exact. (Every term of
+/// these sums is a multiple of 1/4, so the per-stock sums they replace were exact too:
+/// the same value.)
+fn run_less(m: usize) -> f64 {
+    (m * m * m - m) as f64 / 12.0
 }
 
 /// Σ (r − (n + 1)/2)² over the ranks r = 1..=n (no ties): n(n² − 1)/12, exactly (the
