@@ -4,6 +4,7 @@
 # a "before" figure measured earlier in a session is not a baseline (session 7 was misled
 # by exactly that, see benches/README.md). Each round runs A then B back to back, and the
 # per-operator times (`--log debug`) are kept, so a kernel change is judged where it runs.
+# Prints the median and the minimum of each side.
 # Read the operators whose code the change did not touch as a control: the binary's layout
 # alone moves some of them (`ts_corr` by ±30 % between builds whose correlation code is
 # byte-identical, session 22 in benches/README.md), and the total moves with them.
@@ -72,8 +73,12 @@ for v in "ab":
         for name, t in re.findall(r"op (\S+)\s+x\d+\s+(\S+)", log):
             rows.setdefault((name, v), []).append(secs(t))
 names = sorted({k for k, _ in rows}, key=lambda k: -statistics.median(rows.get((k, "a"), [0])))
-print(f"{'median over ' + str(rounds) + ' rounds':<22}{'A (s)':>9}{'B (s)':>9}{'B/A':>8}")
+# The minimum beside the median: a neighbour's load only ever slows a run down, so on a
+# noisy hour the fastest runs of each side are the fairer comparison (session 26).
+print(f"{'over ' + str(rounds) + ' rounds':<22}{'A med':>9}{'B med':>9}{'B/A':>8}{'A min':>9}{'B min':>9}{'B/A':>8}")
 for k in names[:14]:
-    a, b = statistics.median(rows.get((k, "a"), [0])), statistics.median(rows.get((k, "b"), [0]))
-    print(f"{k:<22}{a:>9.3f}{b:>9.3f}{(b / a if a else float('nan')):>8.3f}")
+    ra, rb = rows.get((k, "a"), [0]), rows.get((k, "b"), [0])
+    a, b = statistics.median(ra), statistics.median(rb)
+    ma, mb = min(ra), min(rb)
+    print(f"{k:<22}{a:>9.3f}{b:>9.3f}{(b / a if a else float('nan')):>8.3f}{ma:>9.3f}{mb:>9.3f}{(mb / ma if ma else float('nan')):>8.3f}")
 EOF
