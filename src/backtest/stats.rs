@@ -216,54 +216,64 @@ mod avx512 {
         v.map(|r| unsafe { std::mem::transmute::<__m512d, [f64; L]>(r) })
     }
 
+    /// Calls `f(k, a, b, m)` for every eight cells and each series k: `a` holds the cells
+    /// of x, `b` those of series k (zero outside the row) and `m` the lanes where both are
+    /// finite.
+    ///
     /// # Safety
     /// AVX-512F, and every series at least as long as `x`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn sweep<const K: usize>(x: &[f64], ys: [&[f64]; K], mut f: impl FnMut(usize, __m512d, __m512d, __mmask8)) {
+        let len = x.len();
+        for q in 0..len.div_ceil(L) {
+            let on = lanes(len, q);
+            // SAFETY: only lanes inside x (and so, by the caller, inside every series) are
+            // read.
+            let a = unsafe { _mm512_maskz_loadu_pd(on, x.as_ptr().add(L * q)) };
+            let fa = finite(a) & on;
+            for (k, y) in ys.iter().enumerate() {
+                // SAFETY: as above.
+                let b = unsafe { _mm512_maskz_loadu_pd(on, y.as_ptr().add(L * q)) };
+                f(k, a, b, finite(b) & fa);
+            }
+        }
+    }
+
+    /// # Safety
+    /// As for [`sweep`].
     #[target_feature(enable = "avx512f")]
     pub unsafe fn pass1<const K: usize>(x: &[f64], ys: [&[f64]; K]) -> (Acc<K>, Acc<K>, Acc<K>) {
         let z = _mm512_setzero_pd();
         let (mut n, mut sx, mut sy) = ([z; K], [z; K], [z; K]);
         let one = _mm512_set1_pd(1.0);
-        let len = x.len();
-        for q in 0..len.div_ceil(L) {
-            let on = lanes(len, q);
-            // SAFETY: only lanes inside x (and so inside every series) are read.
-            let a = unsafe { _mm512_maskz_loadu_pd(on, x.as_ptr().add(L * q)) };
-            let fa = finite(a) & on;
-            for k in 0..K {
-                // SAFETY: as above.
-                let b = unsafe { _mm512_maskz_loadu_pd(on, ys[k].as_ptr().add(L * q)) };
-                let m = finite(b) & fa;
+        // SAFETY: passed on from the caller.
+        unsafe {
+            sweep(x, ys, |k, a, b, m| {
                 n[k] = _mm512_mask_add_pd(n[k], m, n[k], one);
                 sx[k] = _mm512_mask_add_pd(sx[k], m, sx[k], a);
                 sy[k] = _mm512_mask_add_pd(sy[k], m, sy[k], b);
-            }
-        }
+            })
+        };
         (split(n), split(sx), split(sy))
     }
 
     /// # Safety
-    /// As for [`pass1`].
+    /// As for [`sweep`].
     #[target_feature(enable = "avx512f")]
     pub unsafe fn pass2<const K: usize>(x: &[f64], ys: [&[f64]; K], mx: [f64; K], my: [f64; K]) -> (Acc<K>, Acc<K>, Acc<K>) {
         let z = _mm512_setzero_pd();
         let (mut cxy, mut cxx, mut cyy) = ([z; K], [z; K], [z; K]);
         let (mx, my) = (mx.map(|v| _mm512_set1_pd(v)), my.map(|v| _mm512_set1_pd(v)));
-        let len = x.len();
-        for q in 0..len.div_ceil(L) {
-            let on = lanes(len, q);
-            // SAFETY: only lanes inside x (and so inside every series) are read.
-            let a = unsafe { _mm512_maskz_loadu_pd(on, x.as_ptr().add(L * q)) };
-            let fa = finite(a) & on;
-            for k in 0..K {
-                // SAFETY: as above.
-                let b = unsafe { _mm512_maskz_loadu_pd(on, ys[k].as_ptr().add(L * q)) };
-                let m = finite(b) & fa;
+        // SAFETY: passed on from the caller.
+        unsafe {
+            sweep(x, ys, |k, a, b, m| {
                 let (u, v) = (_mm512_maskz_sub_pd(m, a, mx[k]), _mm512_maskz_sub_pd(m, b, my[k]));
                 cxy[k] = _mm512_add_pd(cxy[k], _mm512_mul_pd(u, v));
                 cxx[k] = _mm512_add_pd(cxx[k], _mm512_mul_pd(u, u));
                 cyy[k] = _mm512_add_pd(cyy[k], _mm512_mul_pd(v, v));
-            }
-        }
+            })
+        };
         (split(cxy), split(cxx), split(cyy))
     }
 }
