@@ -328,11 +328,9 @@ pub mod pool {
 #[inline]
 pub fn prefetch(p: *const f64, len: usize) {
     #[cfg(target_arch = "x86_64")]
-    for i in (0..len).step_by(8) {
-        // A prefetch never faults, so `wrapping_add` keeps this free of any safety
-        // obligation.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.wrapping_add(i).cast()) };
-    }
+    prefetch_with::<{ std::arch::x86_64::_MM_HINT_T0 }>(p, len);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len);
 }
 
 /// [`prefetch`] into the second-level cache only: for data needed a while from now,
@@ -340,9 +338,19 @@ pub fn prefetch(p: *const f64, len: usize) {
 #[inline]
 pub fn prefetch_l2(p: *const f64, len: usize) {
     #[cfg(target_arch = "x86_64")]
+    prefetch_with::<{ std::arch::x86_64::_MM_HINT_T1 }>(p, len);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len);
+}
+
+/// One prefetch with hint `H` per cache line of the `len` cells at `p`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn prefetch_with<const H: i32>(p: *const f64, len: usize) {
     for i in (0..len).step_by(8) {
-        // As in `prefetch`.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(p.wrapping_add(i).cast()) };
+        // A prefetch never faults, so `wrapping_add` keeps this free of any safety
+        // obligation.
+        unsafe { std::arch::x86_64::_mm_prefetch::<H>(p.wrapping_add(i).cast()) };
     }
 }
 
@@ -442,19 +450,34 @@ unsafe fn transpose_tiles(src: &[f64], stride: usize, dst: *mut f64, dst_stride:
     if fr > 0 && fc > 0 {
         assert!(src.len() >= (fr - 1) * stride + fc, "transpose out of bounds");
     }
-    #[cfg(target_arch = "x86_64")]
-    if simd && fr > 0 && fc > 0 {
+    match simd {
         // SAFETY: the CPU has AVX-512F; every tile's reads lie inside `src` (asserted
         // above) and its writes are the caller's cells.
-        unsafe { avx512::tiles(src.as_ptr(), stride, dst, dst_stride, fr, fc) };
+        #[cfg(target_arch = "x86_64")]
+        true => unsafe { avx512::tiles(src.as_ptr(), stride, dst, dst_stride, fr, fc) },
+        // SAFETY: as above.
+        _ => unsafe { portable_tiles(src, stride, dst, dst_stride, fr, fc) },
     }
-    let _ = simd;
-    for r0 in (0..fr).step_by(T) {
-        for c0 in (0..fc).step_by(T) {
-            #[cfg(target_arch = "x86_64")]
-            if simd {
-                continue;
-            }
+    // What the full tiles left: the right edge (columns fc..) of their rows, then every
+    // column of the bottom rows (fr..).
+    let put = |c: usize, r: usize, v: f64| unsafe { *dst.add(c * dst_stride + r) = v };
+    for r in 0..rows {
+        let from = if r < fr { fc } else { 0 };
+        for c in from..cols {
+            put(c, r, src[r * stride + c]);
+        }
+    }
+}
+
+/// The full `rows × cols` tiles of [`transpose_tiles`] without AVX-512: fixed-size loops
+/// the compiler unrolls.
+///
+/// # Safety
+/// As for [`transpose_into`], for the first `rows` rows and `cols` columns.
+unsafe fn portable_tiles(src: &[f64], stride: usize, dst: *mut f64, dst_stride: usize, rows: usize, cols: usize) {
+    const T: usize = 8;
+    for r0 in (0..rows).step_by(T) {
+        for c0 in (0..cols).step_by(T) {
             let mut tile = [[0.0f64; T]; T];
             for (i, t) in tile.iter_mut().enumerate() {
                 let at = (r0 + i) * stride + c0;
@@ -469,15 +492,6 @@ unsafe fn transpose_tiles(src: &[f64], stride: usize, dst: *mut f64, dst_stride:
                     *o = tile[i][j];
                 }
             }
-        }
-    }
-    // What the full tiles left: the right edge (columns fc..) of their rows, then every
-    // column of the bottom rows (fr..).
-    let put = |c: usize, r: usize, v: f64| unsafe { *dst.add(c * dst_stride + r) = v };
-    for r in 0..rows {
-        let from = if r < fr { fc } else { 0 };
-        for c in from..cols {
-            put(c, r, src[r * stride + c]);
         }
     }
 }
