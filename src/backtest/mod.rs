@@ -478,15 +478,9 @@ impl Scorer {
                 }
                 ((acc[0] + acc[1]) + (acc[2] + acc[3]), untied_sum_sq(n))
             } else {
-                // Σ (rank − mid)² from the runs' lengths ([`run_less`]).
-                let (mut sxy, mut less) = (0.0, 0.0);
-                tie_runs(joint.len(), |j| joint[j].0 == joint[j - 1].0, |a, b, r| {
-                    for &(_, k) in &joint[a..b] {
-                        sxy += (r - mid) * v(k);
-                    }
-                    less += run_less(b - a);
-                });
-                (sxy, untied_sum_sq(n) - less)
+                let mut sxy = 0.0;
+                let sxx = tied_ranks(joint, |k, r| sxy += (r - mid) * v(k));
+                (sxy, sxx)
             };
             (sxy, sxx, self.main_syy[i])
         } else {
@@ -509,16 +503,8 @@ impl Scorer {
                 }
                 untied_sum_sq(n)
             } else {
-                // Σ (rank − mid)² from the runs' lengths: one serial chain of adds per
-                // stock was a tenth of the per-date loop.
-                let (sr, mut less) = (&mut sc.sr[..na], 0.0);
-                tie_runs(joint.len(), |j| joint[j].0 == joint[j - 1].0, |a, b, r| {
-                    for &(_, k) in &joint[a..b] {
-                        sr[k as usize] = r as f32;
-                    }
-                    less += run_less(b - a);
-                });
-                untied_sum_sq(n) - less
+                let sr = &mut sc.sr[..na];
+                tied_ranks(joint, |k, r| sr[k as usize] = r as f32)
             };
             let order = &self.main_order[i * na..i * na + self.n_labelled[i] as usize];
             let groups = &self.main_groups[self.main_group_at[i] as usize..self.main_group_at[i + 1] as usize];
@@ -551,8 +537,9 @@ impl Scorer {
                     m += usize::from(r != 0.0);
                     sum += if r != 0.0 { f64::from(r) - mid } else { 0.0 };
                 }
-                // The run's first position is pm − 1 + mid (exact, as everything here).
-                in_groups += (pm - 1.0 + mid + (m as f64 + 1.0) / 2.0 - mid) * sum;
+                // The run's average rank less mid: positions pm + mid .. pm + mid + m − 1
+                // (exact, as everything here).
+                in_groups += (pm + (m as f64 - 1.0) / 2.0) * sum;
                 less += run_less(m);
                 pm += m as f64;
                 from = e as usize;
@@ -623,6 +610,21 @@ fn sum_abs_diff(a: &[f64], b: &[f64]) -> f64 {
         }
     }
     acc.iter().sum()
+}
+
+/// Average ranks (1-based, ties averaged) of the sorted joint set: `f(stock, rank)` for
+/// each, and returns Σ (rank − mid)² over them, from the runs' lengths (the untied sum
+/// less [`run_less`] per run) rather than one serial add per stock (a tenth of the
+/// scorer's per-date loop).
+fn tied_ranks(joint: &[(u64, u32)], mut f: impl FnMut(u32, f64)) -> f64 {
+    let mut less = 0.0;
+    tie_runs(joint.len(), |j| joint[j].0 == joint[j - 1].0, |a, b, r| {
+        for &(_, k) in &joint[a..b] {
+            f(k, r);
+        }
+        less += run_less(b - a);
+    });
+    untied_sum_sq(joint.len()) - less
 }
 
 /// How much a run of `m` tied ranks (each the run's average) lowers Σ (r − mid)² below
