@@ -195,20 +195,8 @@ fn finish<const K: usize>(
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{Acc, L};
+    use crate::expr::kernels::simd::{finite, tail8};
     use std::arch::x86_64::*;
-
-    /// The lanes of cells `8q..` inside `len` cells.
-    #[inline]
-    fn lanes(len: usize, q: usize) -> __mmask8 {
-        ((1u16 << (len - 8 * q).min(8)) - 1) as __mmask8
-    }
-
-    /// The lanes of `v` that hold finite values (x − x is 0 exactly for those).
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn finite(v: __m512d) -> __mmask8 {
-        _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(_mm512_sub_pd(v, v), _mm512_setzero_pd())
-    }
 
     #[inline]
     fn split<const K: usize>(v: [__m512d; K]) -> Acc<K> {
@@ -227,7 +215,7 @@ mod avx512 {
     unsafe fn sweep<const K: usize>(x: &[f64], ys: [&[f64]; K], mut f: impl FnMut(usize, __m512d, __m512d, __mmask8)) {
         let len = x.len();
         for q in 0..len.div_ceil(L) {
-            let on = lanes(len, q);
+            let on = tail8(len, q);
             // SAFETY: only lanes inside x (and so, by the caller, inside every series) are
             // read.
             let a = unsafe { _mm512_maskz_loadu_pd(on, x.as_ptr().add(L * q)) };

@@ -81,7 +81,7 @@ mod avx512 {
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn load(row: &[f64], q: usize) -> (__m512d, __mmask8) {
-        let m = ((1u16 << (row.len() - 8 * q).min(8)) - 1) as __mmask8;
+        let m = crate::expr::kernels::simd::tail8(row.len(), q);
         // SAFETY: only the lanes inside `row` are read.
         (unsafe { _mm512_maskz_loadu_pd(m, row.as_ptr().add(8 * q)) }, m)
     }

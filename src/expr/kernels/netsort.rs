@@ -179,6 +179,7 @@ const CLEAN: [[u32; 16]; 8] = clean_perms();
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{CLEAN, INDEX_BITS};
+    use crate::expr::kernels::simd::{finite, tail16, tail8};
     use std::arch::x86_64::*;
 
     #[inline]
@@ -392,15 +393,14 @@ mod avx512 {
         let mut n = 0usize;
         // First pass: full order keys with the index in their low bits, and their range.
         for q in 0..len.div_ceil(8) {
-            let lanes = ((1u16 << (len - 8 * q).min(8)) - 1) as __mmask8;
+            let lanes = tail8(len, q);
             // SAFETY: only the lanes inside `row` are read.
             let x = unsafe { _mm512_maskz_loadu_pd(lanes, src.add(8 * q)) };
             // order_key: -0.0 becomes 0.0, negatives are inverted, positives get the top bit.
             let b = _mm512_castpd_si512(_mm512_add_pd(x, zero));
             let key = _mm512_xor_si512(b, _mm512_or_si512(_mm512_srai_epi64::<63>(b), top));
             let packed = _mm512_or_si512(_mm512_and_si512(key, keep), ix);
-            // x - x is 0 exactly when x is finite.
-            let finite = _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(_mm512_sub_pd(x, x), zero) & lanes;
+            let finite = finite(x) & lanes;
             lo = _mm512_mask_min_epu64(lo, finite, lo, packed);
             hi = _mm512_mask_max_epu64(hi, finite, hi, packed);
             // SAFETY: n + 8 <= 8q + 8 <= len + 8 <= wide.len().
@@ -447,7 +447,7 @@ mod avx512 {
         let mut prev = _mm512_setzero_si512();
         let mut steps = [0u64; 8];
         for q in 0..n.div_ceil(8) {
-            let lanes = ((1u16 << (n - 8 * q).min(8)) - 1) as __mmask8;
+            let lanes = tail8(n, q);
             // SAFETY: only lanes inside `packed` are read; indices lie inside `row`.
             let p = unsafe { _mm512_maskz_loadu_epi32(lanes.into(), src.add(8 * q).cast()) };
             let ix = _mm512_and_si512(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(p)), low);
@@ -484,7 +484,7 @@ mod avx512 {
         let mut out = [0u64; 8];
         let mut prev = _mm512_setzero_si512();
         for q in 0..n.div_ceil(16) {
-            let lanes = ((1u32 << (n - 16 * q).min(16)) - 1) as __mmask16;
+            let lanes = tail16(n, q);
             // SAFETY: only the lanes inside `keys` are read.
             let k = unsafe { _mm512_maskz_loadu_epi32(lanes, ptr.add(16 * q)) };
             // Each key against the one before it: [previous register's last, this one's 0..14].
@@ -517,7 +517,7 @@ mod avx512 {
         let r = used.next_power_of_two().max(16);
         let mut regs = [pad; 32];
         let ptr = v.as_mut_ptr() as *mut i32;
-        let mask = |q: usize| ((1u32 << (n - 16 * q).min(16)) - 1) as __mmask16;
+        let mask = |q: usize| tail16(n, q);
         for (q, reg) in regs.iter_mut().enumerate().take(used) {
             // SAFETY: the lanes `mask` keeps lie inside `v`; the others are not read.
             *reg = unsafe { _mm512_mask_loadu_epi32(pad, mask(q), ptr.add(16 * q)) };

@@ -255,15 +255,14 @@ fn ranks(win: &[f64], xt: [f64; W], dn: f64) -> [f64; W] {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn ts_rank8_avx512(x: &[f64], d: usize, out: &mut [f64]) {
+    use crate::expr::kernels::simd::finite;
     use std::arch::x86_64::*;
     let n = x.len() / W;
     assert!(out.len() >= n * W, "interleaved output as long as x");
     // SAFETY (every load and store below): rows t < n of slices holding n·W values.
     let ld = |t: usize| unsafe { _mm512_loadu_pd(x[t * W..t * W + W].as_ptr()) };
-    let (zero, nan, one_pd, two, dn) = (_mm512_setzero_pd(), _mm512_set1_pd(f64::NAN), _mm512_set1_pd(1.0), _mm512_set1_pd(2.0), _mm512_set1_pd(d as f64));
+    let (nan, one_pd, two, dn) = (_mm512_set1_pd(f64::NAN), _mm512_set1_pd(1.0), _mm512_set1_pd(2.0), _mm512_set1_pd(d as f64));
     let one = _mm512_set1_epi64(1);
-    // `v - v == 0` exactly when v is finite.
-    let finite = |v: __m512d| _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(_mm512_sub_pd(v, v), zero);
     let mut nbad = _mm512_setzero_si512();
     for t in 0..n {
         let xt = ld(t);
@@ -457,6 +456,7 @@ fn walk<F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy>(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn walk_avx512<const CORR: bool>(x: &[f64], y: &[f64], xs: [&[f64]; W], ys: [&[f64]; W], d: usize, out: &mut [f64]) {
+    use crate::expr::kernels::simd::finite;
     use std::arch::x86_64::*;
     let n = x.len() / W;
     if d < 2 {
@@ -476,8 +476,6 @@ unsafe fn walk_avx512<const CORR: bool>(x: &[f64], y: &[f64], xs: [&[f64]; W], y
     let (vdn, vdn1, zero, nan) = (_mm512_set1_pd(dn), _mm512_set1_pd(dn - 1.0), _mm512_setzero_pd(), _mm512_set1_pd(f64::NAN));
     let (one, du, never) = (_mm512_set1_epi64(1), _mm512_set1_epi64(d as i64), _mm512_set1_epi64(-1));
     let ill_k = _mm512_set1_pd(ILL_CONDITIONED);
-    // `v - v == 0` exactly when v is finite.
-    let finite = |v: __m512d| _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(_mm512_sub_pd(v, v), zero);
     let (mut kx, mut ky, mut sx, mut sy, mut sxx, mut syy, mut sxy) = (zero, zero, zero, zero, zero, zero, zero);
     let (mut nbad, mut since, mut rx, mut ry) = (_mm512_setzero_si512(), never, _mm512_setzero_si512(), _mm512_setzero_si512());
     let (mut xp, mut yp) = (nan, nan);

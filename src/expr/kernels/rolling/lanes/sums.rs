@@ -55,6 +55,7 @@ fn run(x: &Panel, d: usize, stat: Stat, one: fn(&[f64], usize, &mut [f64])) -> P
 mod avx512 {
     use super::super::super::{exact_var, ILL_CONDITIONED};
     use super::{Stat, W};
+    use crate::expr::kernels::simd::finite;
     use std::arch::x86_64::*;
 
     /// The walk of [`windows`](super::super::super::windows) with the running sums of
@@ -111,8 +112,6 @@ mod avx512 {
         let (vdn, vdn1, zero, nan) = (_mm512_set1_pd(dn), _mm512_set1_pd(dn - 1.0), _mm512_setzero_pd(), _mm512_set1_pd(f64::NAN));
         let (one, du, never) = (_mm512_set1_epi64(1), _mm512_set1_epi64(d as i64), _mm512_set1_epi64(-1));
         let (norm, inv, ill_k) = (_mm512_set1_pd((d * (d + 1)) as f64 / 2.0), _mm512_set1_pd(1.0 / dn), _mm512_set1_pd(ILL_CONDITIONED));
-        // `v - v == 0` exactly when v is finite.
-        let finite = |v: __m512d| _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(_mm512_sub_pd(v, v), zero);
         // The window's plain sum, from −0.0 in day order (as `f64`'s `sum`).
         let window_sum = |from: usize, to: usize| (from..to).fold(_mm512_set1_pd(-0.0), |s, i| _mm512_add_pd(s, ld(i)));
         // Sums: the plain sum (Sum, Mean, Decay), the weighted sum (Decay), or the anchor
