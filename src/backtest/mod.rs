@@ -258,7 +258,7 @@ impl Scorer {
     /// [`score`](Self::score), with the signal's daily book (for plots).
     pub fn score_daily(&self, signal: &Panel) -> (Metrics, Daily) {
         let Some(days) = self.days_of(&[signal]).pop() else { return (Metrics::default(), Daily::default()) };
-        let n = days.days.len();
+        let n = days.iter().map(|b| b.days.len()).sum();
         let mut daily = Daily {
             date: (self.start..self.start + n).collect(),
             gross: vec![f64::NAN; n],
@@ -268,8 +268,9 @@ impl Scorer {
         (m, daily)
     }
 
-    /// Every scored date of each signal, in date order.
-    fn days_of(&self, signals: &[&Panel]) -> Vec<Days> {
+    /// Every scored date of each signal, in date order: per signal, its blocks of
+    /// [`SCORE_BLOCK`] dates (kept apart: joining them was a copy of every leg's members).
+    fn days_of(&self, signals: &[&Panel]) -> Vec<Vec<Days>> {
         let na = self.n_assets;
         // Scored dates are those whose label lies inside the period.
         let last = self.end.saturating_sub(self.cfg.gap + self.cfg.horizon).max(self.start);
@@ -287,7 +288,8 @@ impl Scorer {
                 for (r, s) in rows.iter_mut().zip(signals) {
                     s.to_date_major(t0, t1, r);
                 }
-                let mut out: Vec<Days> = signals.iter().map(|_| Days::with_capacity(t1 - t0)).collect();
+                let extra = self.cfg.ic_horizons.len();
+                let mut out: Vec<Days> = signals.iter().map(|_| Days::with_capacity(t1 - t0, extra, na)).collect();
                 sc.sorts.resize_with(signals.len(), SortBuf::default);
                 // Compiled for AVX-512 where the CPU has it (`day` is inlined here).
                 crate::data::with_avx512(|| {
@@ -301,10 +303,10 @@ impl Scorer {
                 out
             })
             .collect();
-        let mut days: Vec<Days> = signals.iter().map(|_| Days::with_capacity(last - self.start)).collect();
+        let mut days: Vec<Vec<Days>> = signals.iter().map(|_| Vec::with_capacity(per_block.len())).collect();
         for block in per_block {
             for (d, b) in days.iter_mut().zip(block) {
-                d.append(b);
+                d.push(b);
             }
         }
         days
@@ -313,13 +315,13 @@ impl Scorer {
     /// The metrics of a signal from its scored dates, in date order; also fills `daily`'s
     /// book returns where given.
     #[inline(always)]
-    fn summarise(&self, all: &Days, mut daily: Option<&mut Daily>) -> Metrics {
+    fn summarise(&self, blocks: &[Days], mut daily: Option<&mut Daily>) -> Metrics {
         let na = self.n_assets;
-        let days = &all.days;
+        let days = || blocks.iter().flat_map(|b| &b.days);
         let extra = self.cfg.ic_horizons.len();
         let mut m = Metrics::default();
-        let ics: Vec<f64> = days.iter().filter_map(|d| d.ic).collect();
-        let rics: Vec<f64> = days.iter().filter_map(|d| d.rank_ic).collect();
+        let ics: Vec<f64> = days().filter_map(|d| d.ic).collect();
+        let rics: Vec<f64> = days().filter_map(|d| d.rank_ic).collect();
         let (ic, ic_sd) = mean_std(&ics);
         let (ric, ric_sd) = mean_std(&rics);
         m.ic = ic;
@@ -330,7 +332,8 @@ impl Scorer {
         m.n_days = ics.len();
         // Pearson IC at another horizon; NaN when that horizon is not configured.
         let ic_at = |h: usize| match self.cfg.ic_horizons.iter().position(|&x| x == h) {
-            Some(k) => mean_std(&all.ic_extra.iter().skip(k).step_by(extra).copied().filter(|v| !v.is_nan()).collect::<Vec<_>>()).0,
+            // Every date has `extra` values, so each block starts a date's.
+            Some(k) => mean_std(&blocks.iter().flat_map(|b| b.ic_extra.iter().skip(k).step_by(extra)).copied().filter(|v| !v.is_nan()).collect::<Vec<_>>()).0,
             None => f64::NAN,
         };
         (m.ic_h5, m.ic_h10, m.ic_h20) = (ic_at(5), ic_at(10), ic_at(20));
@@ -340,13 +343,19 @@ impl Scorer {
         let mut w_prev = vec![0.0f64; na];
         let mut w = vec![0.0f64; na];
         let (mut net, mut turns) = (Vec::new(), Vec::new());
-        let mut members = all.members.as_slice();
-        for (i, d) in days.iter().enumerate() {
+        let dated = blocks.iter().flat_map(|b| {
+            let mut members = b.members.as_slice();
+            b.days.iter().map(move |d| {
+                // (`legs` is 0 on a date without a book.)
+                let (legs, rest) = members.split_at(2 * d.legs as usize);
+                members = rest;
+                (d, legs)
+            })
+        });
+        for (i, (d, legs)) in dated.enumerate() {
             let Some(ls) = d.ls else { continue };
             w.iter_mut().for_each(|x| *x = 0.0);
-            let (long, rest) = members.split_at(d.legs as usize);
-            let (short, rest) = rest.split_at(d.legs as usize);
-            members = rest;
+            let (long, short) = legs.split_at(d.legs as usize);
             let n = d.legs as f64;
             for &i in long {
                 w[i as usize] += 1.0 / n;
@@ -376,11 +385,11 @@ impl Scorer {
         }
         m.max_drawdown = if net.is_empty() { f64::NAN } else { mdd };
         for q in 0..5 {
-            m.quintile_returns[q] = mean_std(&days.iter().filter_map(|d| d.quintiles.map(|x| x[q])).collect::<Vec<_>>()).0;
+            m.quintile_returns[q] = mean_std(&days().filter_map(|d| d.quintiles.map(|x| x[q])).collect::<Vec<_>>()).0;
         }
-        let (labelled, covered) = days.iter().fold((0u64, 0u64), |(a, b), d| (a + d.n_label as u64, b + d.n_joint as u64));
+        let (labelled, covered) = days().fold((0u64, 0u64), |(a, b), d| (a + d.n_label as u64, b + d.n_joint as u64));
         m.coverage = if labelled > 0 { covered as f64 / labelled as f64 } else { f64::NAN };
-        m.distinctness = mean_std(&days.iter().filter_map(|d| d.distinct).collect::<Vec<_>>()).0;
+        m.distinctness = mean_std(&days().filter_map(|d| d.distinct).collect::<Vec<_>>()).0;
         m
     }
 
@@ -733,14 +742,10 @@ struct Days {
 }
 
 impl Days {
-    fn with_capacity(n: usize) -> Days {
-        Days { days: Vec::with_capacity(n), ic_extra: Vec::new(), members: Vec::new() }
-    }
-
-    fn append(&mut self, mut other: Days) {
-        self.days.append(&mut other.days);
-        self.ic_extra.append(&mut other.ic_extra);
-        self.members.append(&mut other.members);
+    /// Room for `n` dates of `extra` horizons and legs of at most a fifth of `na` stocks
+    /// each, so that scoring never regrows them.
+    fn with_capacity(n: usize, extra: usize, na: usize) -> Days {
+        Days { days: Vec::with_capacity(n), ic_extra: Vec::with_capacity(n * extra), members: Vec::with_capacity(n * 2 * (na / 5)) }
     }
 }
 
