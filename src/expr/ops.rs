@@ -7,7 +7,8 @@
 //! returns ±inf (it becomes NaN).
 
 use super::kernels::cross;
-use super::kernels::elementwise::{map1, map2, map3};
+use super::kernels::elementwise::{map1, map2, map2_runs, map3};
+use super::kernels::pow;
 use super::kernels::rolling::{self, Extreme};
 use super::kernels::Value;
 use crate::data::{Groups, Panel};
@@ -148,7 +149,7 @@ pub static CATALOGUE: &[OpDef] = &[
             Value::Scalar(2.0) => map1(x, |a| a * a),
             Value::Scalar(1.0) => map1(x, |a| a),
             Value::Scalar(0.5) => map1(x, f64::sqrt),
-            y => map2(x, y, f64::powf),
+            y => map2_runs(x, y, f64::powf, pow::pow_into),
         }
     } },
     OpDef { name: "neg", aliases: &[], params: S, kind: Elementwise, doc: "-x", eval: |v, _| { let [x] = args(v); map1(x, |a| -a) } },

@@ -153,6 +153,30 @@ pub fn map2<F: Fn(f64, f64) -> f64 + Sync>(a: Value, b: Value, f: F) -> Value {
     Value::Panel(Arc::new(out))
 }
 
+/// [`map2`] for a kernel that takes runs of cells, `k(a, b, out)` on slices of equal
+/// length, where `f` is the same map for one pair of values: for kernels vectorised by
+/// hand ([`super::pow`]).
+pub fn map2_runs<F: Fn(f64, f64) -> f64 + Sync, K: Fn(&[f64], &[f64], &mut [f64]) + Sync>(a: Value, b: Value, f: F, k: K) -> Value {
+    let mut vals = [a, b];
+    let Some((mut out, reused)) = prepare(&mut vals) else {
+        let [Value::Scalar(x), Value::Scalar(y)] = vals else { unreachable!("no panel among inputs") };
+        return Value::Scalar(clean(f(x, y)));
+    };
+    let s = [src(&vals[0], 0, reused), src(&vals[1], 1, reused)];
+    out.as_mut_slice().par_chunks_mut(CHUNK).enumerate().for_each(|(c, ch)| {
+        let s = s.map(|x| x.offset(c * CHUNK, ch.len()));
+        let (mut ba, mut bb) = ([0.0f64; RUN], [0.0f64; RUN]);
+        for (r, o) in ch.chunks_mut(RUN).enumerate() {
+            let at = r * RUN;
+            // A reused input is copied out of `o` first, so no input aliases the output.
+            let (a, b) = (run(s[0], at, o, &mut ba), run(s[1], at, o, &mut bb));
+            k(a, b, o);
+            o.iter_mut().for_each(|v| *v = clean(*v));
+        }
+    });
+    Value::Panel(Arc::new(out))
+}
+
 /// `f` applied element-wise to three inputs, broadcasting scalars.
 pub fn map3<F: Fn(f64, f64, f64) -> f64 + Sync>(a: Value, b: Value, c: Value, f: F) -> Value {
     let mut vals = [a, b, c];

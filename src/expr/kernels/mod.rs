@@ -7,12 +7,14 @@
 //! * [`cross`]: per-date kernels (rank, scale, group demeaning) on a date-major copy.
 //! * [`netsort`]: the AVX-512 sorting network behind the cross-sectional sort.
 //! * [`few`]: rows of a few distinct values, ordered by counting them instead.
+//! * [`pow`]: `x ^ y` eight cells at a time, with libm's bits.
 //! * [`simd`]: AVX-512 idioms the kernels share (tail masks, finite lanes).
 
 pub mod cross;
 pub mod elementwise;
 pub mod few;
 pub mod netsort;
+pub mod pow;
 pub mod rolling;
 #[cfg(target_arch = "x86_64")]
 pub mod simd;
