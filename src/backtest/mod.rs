@@ -409,10 +409,14 @@ impl Scorer {
             // (The group's later signals find them in cache.)
             crate::data::prefetch(labels.as_ptr(), na * lanes);
             crate::data::prefetch(self.main_ranks[row.clone()].as_ptr().cast(), na.div_ceil(2));
-            // The next date's labels, read by every signal of the group after this date's.
-            let next = &self.labels[((i + 1) * na * lanes).min(self.labels.len())..];
-            crate::data::prefetch_l2(next.as_ptr(), (na * lanes).min(next.len()));
         }
+        // The next date's labels, read by every signal of the group after this date's:
+        // each signal asks for its share, so that the requests do not queue up at once.
+        let next = &self.labels[((i + 1) * na * lanes).min(self.labels.len())..];
+        let len = (na * lanes).min(next.len());
+        let share = len.div_ceil(sc.sorts.len().max(1) * 8) * 8;
+        let from = (signal * share).min(len);
+        crate::data::prefetch_l2(next[from..].as_ptr(), share.min(len - from));
         let w = words(na);
         let bits = &self.labelled[i * w..(i + 1) * w];
         let labelled = |k: u32| (bits[k as usize / 64] >> (k % 64)) & 1 == 1;
