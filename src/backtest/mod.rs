@@ -541,7 +541,7 @@ impl Scorer {
                     step(k, a, pm);
                 }
             };
-            let (mut from, mut in_groups, mut less) = (0usize, 0.0, 0.0);
+            let (mut from, mut in_groups, mut less) = (0usize, 0.0, 0u64);
             for &[s, e] in groups {
                 walk(&order[from..s as usize], &mut acc, &mut pm);
                 let (mut m, mut sum) = (0usize, 0.0);
@@ -558,7 +558,7 @@ impl Scorer {
                 from = e as usize;
             }
             walk(&order[from..], &mut acc, &mut pm);
-            ((acc[0] + acc[1]) + (acc[2] + acc[3]) + in_groups, sxx, untied_sum_sq(n) - less)
+            ((acc[0] + acc[1]) + (acc[2] + acc[3]) + in_groups, sxx, untied_sum_sq(n) - less as f64 / 12.0)
         };
         day.rank_ic = (sxx > 0.0 && syy > 0.0).then(|| (sxy / (sxx.sqrt() * syy.sqrt())).clamp(-1.0, 1.0));
 
@@ -630,22 +630,24 @@ fn sum_abs_diff(a: &[f64], b: &[f64]) -> f64 {
 /// less [`run_less`] per run) rather than one serial add per stock (a tenth of the
 /// scorer's per-date loop).
 fn tied_ranks(joint: &[(u64, u32)], mut f: impl FnMut(u32, f64)) -> f64 {
-    let mut less = 0.0;
+    let mut less = 0u64;
     tie_runs(joint.len(), |j| joint[j].0 == joint[j - 1].0, |a, b, r| {
         for &(_, k) in &joint[a..b] {
             f(k, r);
         }
         less += run_less(b - a);
     });
-    untied_sum_sq(joint.len()) - less
+    untied_sum_sq(joint.len()) - less as f64 / 12.0
 }
 
-/// How much a run of `m` tied ranks (each the run's average) lowers Σ (r − mid)² below
-/// the untied [`untied_sum_sq`]: (m³ − m)/12, a multiple of 1/2, so exact. (Every term of
+/// Twelve times how much a run of `m` tied ranks (each the run's average) lowers
+/// Σ (r − mid)² below the untied [`untied_sum_sq`]: m³ − m. Summed as integers and divided
+/// by 12 once (a multiple of 6 over 12, so exact): a division and a dependent add per run,
+/// most runs being one stock long, were the scorer's slowest instructions. (Every term of
 /// these sums is a multiple of 1/4, so the per-stock sums they replace were exact too:
 /// the same value.)
-fn run_less(m: usize) -> f64 {
-    (m * m * m - m) as f64 / 12.0
+fn run_less(m: usize) -> u64 {
+    (m * m * m - m) as u64
 }
 
 /// Σ (r − (n + 1)/2)² over the ranks r = 1..=n (no ties): n(n² − 1)/12, exactly (the
