@@ -627,7 +627,7 @@ fn sum_abs_diff(a: &[f64], b: &[f64]) -> f64 {
 
 /// Average ranks (1-based, ties averaged) of the sorted joint set: `f(stock, rank)` for
 /// each, and returns Σ (rank − mid)² over them, from the runs' lengths (the untied sum
-/// less [`run_less`] per run) rather than one serial add per stock (a tenth of the
+/// less [`run_less`] / 12 per run) rather than one serial add per stock (a tenth of the
 /// scorer's per-date loop).
 fn tied_ranks(joint: &[(u64, u32)], mut f: impl FnMut(u32, f64)) -> f64 {
     let mut less = 0u64;
