@@ -302,13 +302,7 @@ mod avx512 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn xorshift(s: &mut u64) -> u64 {
-        *s ^= *s << 13;
-        *s ^= *s >> 7;
-        *s ^= *s << 17;
-        *s
-    }
+    use crate::xorshift;
 
     /// Every lane equal to libm's, bit for bit (NaN to NaN); returns the share sent to libm.
     fn check(x: &[f64], y: &[f64]) -> f64 {
