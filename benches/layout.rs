@@ -118,6 +118,59 @@ fn benches(c: &mut Criterion) {
     // interleaved data (a date's row is one line per group, a group apart).
     grp.bench_function("rows_on_date_major", |b| b.iter(|| row_walk(black_box(date_major), out, groups, nd, W, na)));
     grp.bench_function("rows_on_interleaved", |b| b.iter(|| row_walk(black_box(interleaved), out, groups, nd, nd * W, W)));
+    // What a cross-sectional kernel or the scorer pays per panel, cold (eight copies of
+    // the panel in turn, 150 MB, beyond the L3): 32-date blocks gathered into a date-major
+    // scratch and scattered back, from asset-major panels (8 × 8 tile transposes, today)
+    // and from interleaved ones (a 64-byte line per group and date: plain copies).
+    const COPIES: usize = 8;
+    const B: usize = 32;
+    let mut cold_am: Vec<Vec<f64>> = (0..COPIES).map(|_| asset_major.to_vec()).collect();
+    let mut cold_il: Vec<Vec<f64>> = (0..COPIES).map(|_| interleaved.to_vec()).collect();
+    let mut block = vec![0.0; B * na];
+    let mut k = 0;
+    grp.bench_function("blocks_cold_asset_major", |b| {
+        b.iter(|| {
+            k = (k + 1) % COPIES;
+            let src = &mut cold_am[k];
+            let mut acc = 0.0;
+            for t0 in (0..nd).step_by(B) {
+                let rows = B.min(nd - t0);
+                alphaloop::data::transpose_block(src, nd, t0, rows, na, &mut block[..rows * na]);
+                acc += block[rows * na / 2];
+                // SAFETY: the block fits the panel; nothing else touches it.
+                unsafe { alphaloop::data::scatter_date_block(src.as_mut_ptr(), nd, na, t0, &block[..rows * na]) };
+            }
+            black_box(acc)
+        })
+    });
+    grp.bench_function("blocks_cold_interleaved", |b| {
+        b.iter(|| {
+            k = (k + 1) % COPIES;
+            let src = &mut cold_il[k];
+            let mut acc = 0.0;
+            alphaloop::data::with_avx512(|| {
+                for t0 in (0..nd).step_by(B) {
+                    let rows = B.min(nd - t0);
+                    for g in 0..groups {
+                        let from = &src[(g * nd + t0) * W..(g * nd + t0 + rows) * W];
+                        for (j, line) in from.chunks_exact(W).enumerate() {
+                            let to: &mut [f64; W] = (&mut block[j * na + g * W..][..W]).try_into().expect("a line");
+                            *to = line.try_into().expect("a line");
+                        }
+                    }
+                    acc += block[rows * na / 2];
+                    for g in 0..groups {
+                        let to = &mut src[(g * nd + t0) * W..(g * nd + t0 + rows) * W];
+                        for (j, line) in to.chunks_exact_mut(W).enumerate() {
+                            let line: &mut [f64; W] = line.try_into().expect("a line");
+                            *line = block[j * na + g * W..][..W].try_into().expect("a line");
+                        }
+                    }
+                }
+            });
+            black_box(acc)
+        })
+    });
     grp.finish();
 }
 

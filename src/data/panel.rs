@@ -396,9 +396,15 @@ fn transpose_strided(src: &[f64], stride: usize, dst: &mut [f64], rows: usize, c
         return;
     }
     assert!(src.len() >= (rows - 1) * stride + cols && dst.len() >= rows * cols, "transpose out of bounds");
-    // SAFETY: every write lands at c * rows + r < rows * cols <= dst.len() (checked above),
-    // and `dst` is borrowed mutably for the call.
-    unsafe { transpose_into(src, stride, dst.as_mut_ptr(), rows, rows, cols) }
+    // SAFETY: every read lies inside `src` and every write at c * rows + r < rows * cols <=
+    // dst.len() (checked above); both are borrowed for the call.
+    unsafe { transpose_into(src.as_ptr(), stride, dst.as_mut_ptr(), rows, rows, cols) }
+}
+
+/// Date-major copy (`out[j * na + a]`) of dates `t0..t0 + rows` of an asset-major buffer
+/// of `nd` dates per asset.
+pub fn transpose_block(src: &[f64], nd: usize, t0: usize, rows: usize, na: usize, out: &mut [f64]) {
+    transpose_strided(&src[t0.min(src.len())..], nd, out, na, rows);
 }
 
 /// Writes a date-major block (`block[j * na + a]` for dates `t0 + j`) into an asset-major
@@ -418,7 +424,26 @@ pub unsafe fn scatter_date_block(dst: *mut f64, nd: usize, na: usize, t0: usize,
     debug_assert!(t0 + rows <= nd);
     // SAFETY: cell (date t0 + j, asset a) is at a * nd + t0 + j < nd * na, by the caller's
     // contract, which also makes these cells this call's alone.
-    unsafe { transpose_into(block, na, dst.add(t0), nd, rows, na) }
+    unsafe { transpose_into(block.as_ptr(), na, dst.add(t0), nd, rows, na) }
+}
+
+/// Reads dates `t0..t0 + rows` of an asset-major buffer of `nd` dates per asset that
+/// starts at `src` into a date-major block (`block[j * na + a]`, `rows = block.len() / na`):
+/// [`scatter_date_block`]'s inverse, so that a kernel may write its result over the
+/// dates it has read while other threads read and write other dates of the same buffer.
+///
+/// # Safety
+/// `src` must point to a live buffer of at least `nd * na` cells, the block must fit
+/// (`t0 + rows <= nd`), and no other thread may write these cells during the call.
+pub unsafe fn gather_date_block(src: *const f64, nd: usize, na: usize, t0: usize, block: &mut [f64]) {
+    if na == 0 {
+        return;
+    }
+    let rows = block.len() / na;
+    debug_assert!(t0 + rows <= nd);
+    // SAFETY: cell (date t0 + j, asset a) is read at a * nd + t0 + j < nd * na, and written
+    // to block[j * na + a], inside the block (the caller's contract).
+    unsafe { transpose_into(src.add(t0), nd, block.as_mut_ptr(), na, na, rows) }
 }
 
 /// Transposes `rows × cols` values read from `src[r * stride + c]` to
@@ -428,9 +453,10 @@ pub unsafe fn scatter_date_block(dst: *mut f64, nd: usize, na: usize, t0: usize,
 /// ([`avx512::transpose8`]), else by fixed-size loops the compiler unrolls.
 ///
 /// # Safety
-/// Every `dst + c * dst_stride + r` (r < rows, c < cols) must be valid for writes and not
-/// accessed by anyone else during the call.
-unsafe fn transpose_into(src: &[f64], stride: usize, dst: *mut f64, dst_stride: usize, rows: usize, cols: usize) {
+/// Every `src + r * stride + c` must be valid for reads and not written by anyone else
+/// during the call, and every `dst + c * dst_stride + r` (r < rows, c < cols) valid for
+/// writes and not accessed by anyone else.
+unsafe fn transpose_into(src: *const f64, stride: usize, dst: *mut f64, dst_stride: usize, rows: usize, cols: usize) {
     #[cfg(target_arch = "x86_64")]
     let simd = std::arch::is_x86_feature_detected!("avx512f");
     #[cfg(not(target_arch = "x86_64"))]
@@ -444,27 +470,23 @@ unsafe fn transpose_into(src: &[f64], stride: usize, dst: *mut f64, dst_stride: 
 ///
 /// # Safety
 /// As for [`transpose_into`], and `simd` only on a CPU with AVX-512F.
-unsafe fn transpose_tiles(src: &[f64], stride: usize, dst: *mut f64, dst_stride: usize, rows: usize, cols: usize, simd: bool) {
+unsafe fn transpose_tiles(src: *const f64, stride: usize, dst: *mut f64, dst_stride: usize, rows: usize, cols: usize, simd: bool) {
     const T: usize = 8;
     let (fr, fc) = (rows / T * T, cols / T * T);
-    if fr > 0 && fc > 0 {
-        assert!(src.len() >= (fr - 1) * stride + fc, "transpose out of bounds");
-    }
     match simd {
-        // SAFETY: the CPU has AVX-512F; every tile's reads lie inside `src` (asserted
-        // above) and its writes are the caller's cells.
+        // SAFETY: the CPU has AVX-512F; every tile's cells are the caller's.
         #[cfg(target_arch = "x86_64")]
-        true => unsafe { avx512::tiles(src.as_ptr(), stride, dst, dst_stride, fr, fc) },
+        true => unsafe { avx512::tiles(src, stride, dst, dst_stride, fr, fc) },
         // SAFETY: as above.
         _ => unsafe { portable_tiles(src, stride, dst, dst_stride, fr, fc) },
     }
     // What the full tiles left: the right edge (columns fc..) of their rows, then every
     // column of the bottom rows (fr..).
-    let put = |c: usize, r: usize, v: f64| unsafe { *dst.add(c * dst_stride + r) = v };
     for r in 0..rows {
         let from = if r < fr { fc } else { 0 };
         for c in from..cols {
-            put(c, r, src[r * stride + c]);
+            // SAFETY: the caller's cells.
+            unsafe { *dst.add(c * dst_stride + r) = *src.add(r * stride + c) };
         }
     }
 }
@@ -474,14 +496,14 @@ unsafe fn transpose_tiles(src: &[f64], stride: usize, dst: *mut f64, dst_stride:
 ///
 /// # Safety
 /// As for [`transpose_into`], for the first `rows` rows and `cols` columns.
-unsafe fn portable_tiles(src: &[f64], stride: usize, dst: *mut f64, dst_stride: usize, rows: usize, cols: usize) {
+unsafe fn portable_tiles(src: *const f64, stride: usize, dst: *mut f64, dst_stride: usize, rows: usize, cols: usize) {
     const T: usize = 8;
     for r0 in (0..rows).step_by(T) {
         for c0 in (0..cols).step_by(T) {
             let mut tile = [[0.0f64; T]; T];
             for (i, t) in tile.iter_mut().enumerate() {
-                let at = (r0 + i) * stride + c0;
-                t.copy_from_slice(&src[at..at + T]);
+                // SAFETY: T cells of row r0 + i, the caller's.
+                *t = unsafe { *src.add((r0 + i) * stride + c0).cast::<[f64; T]>() };
             }
             #[allow(clippy::needless_range_loop)] // j indexes the tile's columns
             for j in 0..T {
@@ -680,7 +702,7 @@ mod tests {
         // The portable tiles too, where the AVX-512 ones ran above.
         let mut out = vec![f64::NAN; nd * na];
         // SAFETY: `out` holds nd × na cells; simd = false needs no CPU feature.
-        unsafe { transpose_tiles(&dm, na, out.as_mut_ptr(), nd, nd, na, false) };
+        unsafe { transpose_tiles(dm.as_ptr(), na, out.as_mut_ptr(), nd, nd, na, false) };
         assert_eq!(out, p.as_slice());
     }
 }

@@ -128,9 +128,9 @@ fn ts_extreme(v: Vec<Value>, c: &OpCtx, which: Extreme) -> Value {
     Value::Panel(Arc::new(rolling::extreme_panel(&p, d, which)))
 }
 
-fn cs(v: Vec<Value>, c: &OpCtx, k: fn(&crate::data::Panel) -> crate::data::Panel) -> Value {
+fn cs(v: Vec<Value>, c: &OpCtx, k: fn(Arc<crate::data::Panel>) -> crate::data::Panel) -> Value {
     let [x] = args(v);
-    Value::Panel(Arc::new(k(&x.into_panel(c.n_dates, c.n_assets))))
+    Value::Panel(Arc::new(k(x.into_panel(c.n_dates, c.n_assets))))
 }
 
 /// The catalogue. Names are matched case-insensitively.
@@ -215,8 +215,8 @@ pub static CATALOGUE: &[OpDef] = &[
     OpDef { name: "ts_zscore", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_zscore(x, d) = (x - ts_mean(x, d)) / ts_std(x, d); NaN for a constant window (extension)", eval: |v, c| ts(v, c, rolling::zscore) },
     OpDef { name: "ts_ffill", aliases: &["ffill"], params: SW, kind: TimeSeries, doc: "ts_ffill(x, d): the last finite value of x within the past d days (forward fill with a limit; extension)", eval: |v, c| ts(v, c, rolling::ffill) },
     // ---- cross-sectional: across stocks on each date ----
-    OpDef { name: "rank", aliases: &["cs_rank"], params: S, kind: CrossSection, doc: "rank(x): percentile rank across stocks in (0, 1], ties averaged, NaN ignored", eval: |v, c| cs(v, c, cross::rank) },
-    OpDef { name: "cs_zscore", aliases: &["zscore"], params: S, kind: CrossSection, doc: "cs_zscore(x) = (x - mean) / std across stocks (ddof = 1), NaN if all equal (extension)", eval: |v, c| cs(v, c, cross::zscore) },
+    OpDef { name: "rank", aliases: &["cs_rank"], params: S, kind: CrossSection, doc: "rank(x): percentile rank across stocks in (0, 1], ties averaged, NaN ignored", eval: |v, c| cs(v, c, cross::rank_owned) },
+    OpDef { name: "cs_zscore", aliases: &["zscore"], params: S, kind: CrossSection, doc: "cs_zscore(x) = (x - mean) / std across stocks (ddof = 1), NaN if all equal (extension)", eval: |v, c| cs(v, c, |x| cross::zscore(&x)) },
     OpDef { name: "scale", aliases: &[], params: &[Series, Optional(1.0)], kind: CrossSection, doc: "scale(x, a = 1): x * a / sum(|x|) across stocks", eval: |v, c| {
         let [x, a] = args(v);
         let x = x.into_panel(c.n_dates, c.n_assets);

@@ -2,7 +2,8 @@
 //! buffer in cache-sized blocks so each date's cross-section is contiguous, processed in
 //! parallel over dates, and transposed back.
 
-use crate::data::{scatter_date_block, Groups, Panel};
+use crate::data::{gather_date_block, scatter_date_block, Groups, Panel};
+use std::sync::Arc;
 use rayon::prelude::*;
 
 /// Dates per block: a block of 32 dates × 500 assets (128 KB) stays in L2 cache.
@@ -22,35 +23,68 @@ unsafe impl Sync for DisjointOut {}
 /// processed in cache-sized blocks (gathered from the asset-major panel, scattered back),
 /// in parallel over blocks, so no full-panel transpose is ever materialised.
 pub fn per_date<S: Default + Send>(x: &Panel, k: impl Fn(&[f64], &mut [f64], &mut S) + Sync) -> Panel {
-    let (nd, na) = (x.n_dates(), x.n_assets());
     // Every cell is written by the scatter below.
-    let mut out = Panel::scratch(nd, na);
+    let mut out = Panel::scratch(x.n_dates(), x.n_assets());
+    // SAFETY: both hold n_dates × n_assets cells; `x` is only read, and `out` is ours.
+    unsafe { blocks(x.as_slice().as_ptr(), &mut out, k) };
+    out
+}
+
+/// [`per_date`] of a value no one else holds any more: the result overwrites it. Each
+/// block of dates is written back over the cache lines it was just read from, instead of
+/// into a fresh panel whose lines must first be fetched from memory (`rank` −15 % in the
+/// alpha101 batch, benches/README.md, session 28).
+pub fn per_date_owned<S: Default + Send>(x: Arc<Panel>, k: impl Fn(&[f64], &mut [f64], &mut S) + Sync) -> Panel {
+    match Arc::try_unwrap(x) {
+        Ok(mut p) => {
+            let src = p.as_mut_slice().as_mut_ptr().cast_const();
+            // SAFETY: `src` is `p`'s own buffer: each block's dates are read before they are
+            // written, by the one task that owns them.
+            unsafe { blocks(src, &mut p, k) };
+            p
+        }
+        Err(shared) => per_date(&shared, k),
+    }
+}
+
+/// The blocks of [`per_date`]: reads from `src`, writes to `out`.
+///
+/// # Safety
+/// `src` must hold `out`'s n_dates × n_assets cells, asset-major, and no one else may
+/// write them during the call. It may be `out`'s own buffer.
+unsafe fn blocks<S: Default + Send>(src: *const f64, out: &mut Panel, k: impl Fn(&[f64], &mut [f64], &mut S) + Sync) {
+    let (nd, na) = (out.n_dates(), out.n_assets());
     if nd == 0 || na == 0 {
-        return out;
+        return;
     }
     let dst = DisjointOut(out.as_mut_slice().as_mut_ptr());
+    let src = DisjointOut(src.cast_mut());
     let blocks: Vec<usize> = (0..nd).step_by(BLOCK).collect();
     blocks.par_iter().for_each_init(
         || (Vec::new(), Vec::new(), S::default()),
         |(inb, outb, scratch), &t0| {
             let t1 = (t0 + BLOCK).min(nd);
-            x.to_date_major(t0, t1, inb);
+            // Captures the wrappers whole (a closure would capture the bare pointer
+            // fields, which are not `Sync`).
+            #[allow(clippy::redundant_locals)]
+            let (src, dst) = (src, dst);
+            // Not cleared first: the gather writes every cell.
+            inb.resize((t1 - t0) * na, f64::NAN);
+            // SAFETY: `src` holds nd × na cells (the caller's contract); this task alone
+            // reads and writes dates t0..t1, and nothing else writes `src`.
+            unsafe { gather_date_block(src.0, nd, na, t0, inb) };
             // Every kernel writes every cell of its row, so the block is not cleared.
             outb.resize(inb.len(), f64::NAN);
             for (r, o) in inb.chunks(na).zip(outb.chunks_mut(na)) {
                 k(r, o, scratch);
             }
-            // Captures the wrapper whole (a closure would capture the bare pointer field,
-            // which is not `Sync`).
-            #[allow(clippy::redundant_locals)]
-            let dst = dst;
             // SAFETY: `out` holds nd × na cells and outlives this loop; this task writes
             // only dates t0..t1 (its own block), which no other task touches, and nothing
-            // reads `out` until every task has finished.
+            // reads `out` until every task has finished (`src` included, where it is
+            // `out`: this block's dates were read above).
             unsafe { scatter_date_block(dst.0, nd, na, t0, outb) };
         },
     );
-    out
 }
 
 /// Maps an f64 to a u64 whose unsigned order is the numeric order (−0.0 and 0.0 equal).
@@ -359,6 +393,11 @@ pub fn rank(x: &Panel) -> Panel {
     per_date(x, rank_row)
 }
 
+/// [`rank`], over `x`'s own buffer where no one else holds it ([`per_date_owned`]).
+pub fn rank_owned(x: Arc<Panel>) -> Panel {
+    per_date_owned(x, rank_row)
+}
+
 /// Dates per task of the kernels that only sum across stocks ([`scale`],
 /// [`indneutralize`]): their per-date sums for a chunk stay in L1/L2 while every asset's
 /// slice of the chunk is added in.
@@ -523,6 +562,27 @@ mod tests {
             }
         }
         assert!((0..na).any(|a| sc.get(5, a).is_finite() && neu.get(5, a).is_finite()));
+    }
+
+    /// Ranking over the input's own buffer gives what ranking into a fresh panel gives,
+    /// on several threads (blocks of dates written back while others are still read),
+    /// and leaves a panel someone else still holds untouched.
+    #[test]
+    fn rank_over_its_own_input_matches_a_fresh_one() {
+        let (nd, na) = (3 * BLOCK + 5, 29);
+        let mut s = 9u64;
+        let mut rnd = move || crate::xorshift(&mut s);
+        let cells: Vec<f64> = (0..nd * na).map(|_| if rnd() % 9 == 0 { f64::NAN } else { (rnd() % 40) as f64 }).collect();
+        let x = Panel::from_asset_major(nd, na, cells);
+        let bits = |p: &Panel| p.as_slice().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let fresh = rank(&x);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().expect("pool");
+        let owned = pool.install(|| rank_owned(Arc::new(x.clone())));
+        assert_eq!(bits(&owned), bits(&fresh));
+        let shared = Arc::new(x.clone());
+        let again = rank_owned(Arc::clone(&shared));
+        assert_eq!(bits(&shared), bits(&x));
+        assert_eq!(bits(&again), bits(&fresh));
     }
 
     #[test]
