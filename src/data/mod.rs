@@ -10,7 +10,7 @@ mod split;
 
 pub use date::Date;
 pub use load::{load, load_groups, LoadOptions};
-pub use panel::{gather_date_block, pool, prefetch, prefetch_l2, scatter_date_block, transpose, transpose_block, with_avx512, Panel};
+pub use panel::{gather_date_block, pool, prefetch, prefetch_l2, scatter_date_block, transpose, with_avx512, Panel};
 pub use split::{Period, Splits};
 
 use std::collections::BTreeMap;

@@ -401,12 +401,6 @@ fn transpose_strided(src: &[f64], stride: usize, dst: &mut [f64], rows: usize, c
     unsafe { transpose_into(src.as_ptr(), stride, dst.as_mut_ptr(), rows, rows, cols) }
 }
 
-/// Date-major copy (`out[j * na + a]`) of dates `t0..t0 + rows` of an asset-major buffer
-/// of `nd` dates per asset.
-pub fn transpose_block(src: &[f64], nd: usize, t0: usize, rows: usize, na: usize, out: &mut [f64]) {
-    transpose_strided(&src[t0.min(src.len())..], nd, out, na, rows);
-}
-
 /// Writes a date-major block (`block[j * na + a]` for dates `t0 + j`) into an asset-major
 /// buffer of `nd` dates per asset that starts at `dst`.
 ///

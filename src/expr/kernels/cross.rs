@@ -3,20 +3,20 @@
 //! parallel over dates, and transposed back.
 
 use crate::data::{gather_date_block, scatter_date_block, Groups, Panel};
-use std::sync::Arc;
 use rayon::prelude::*;
+use std::sync::Arc;
 
 /// Dates per block: a block of 32 dates × 500 assets (128 KB) stays in L2 cache.
 pub const BLOCK: usize = 32;
 
-/// A raw pointer that may be shared across threads because every writer touches a
-/// disjoint set of cells (see [`per_date`]).
+/// A raw pointer that may be shared across threads because each task reads and writes a
+/// disjoint set of its cells (see [`per_date`]).
 #[derive(Clone, Copy)]
-struct DisjointOut(*mut f64);
-// SAFETY: used only by `per_date`, where each task writes the cells of its own date
-// block and no cell is read or written by two tasks.
-unsafe impl Send for DisjointOut {}
-unsafe impl Sync for DisjointOut {}
+struct DisjointCells(*mut f64);
+// SAFETY: used only by `per_date`, where each task reads and writes the cells of its own
+// date block and no cell is read or written by two tasks.
+unsafe impl Send for DisjointCells {}
+unsafe impl Sync for DisjointCells {}
 
 /// Applies `k(row_in, row_out, scratch)` to each date's cross-section; `k` must write
 /// every cell of `row_out` (it holds an earlier row's values). Dates are
@@ -32,7 +32,7 @@ pub fn per_date<S: Default + Send>(x: &Panel, k: impl Fn(&[f64], &mut [f64], &mu
 
 /// [`per_date`] of a value no one else holds any more: the result overwrites it. Each
 /// block of dates is written back over the cache lines it was just read from, instead of
-/// into a fresh panel whose lines must first be fetched from memory (`rank` −15 % in the
+/// into a fresh panel whose lines must first be fetched from memory (`rank` −16 % in the
 /// alpha101 batch, benches/README.md, session 28).
 pub fn per_date_owned<S: Default + Send>(x: Arc<Panel>, k: impl Fn(&[f64], &mut [f64], &mut S) + Sync) -> Panel {
     match Arc::try_unwrap(x) {
@@ -57,8 +57,8 @@ unsafe fn blocks<S: Default + Send>(src: *const f64, out: &mut Panel, k: impl Fn
     if nd == 0 || na == 0 {
         return;
     }
-    let dst = DisjointOut(out.as_mut_slice().as_mut_ptr());
-    let src = DisjointOut(src.cast_mut());
+    let dst = DisjointCells(out.as_mut_slice().as_mut_ptr());
+    let src = DisjointCells(src.cast_mut());
     let blocks: Vec<usize> = (0..nd).step_by(BLOCK).collect();
     blocks.par_iter().for_each_init(
         || (Vec::new(), Vec::new(), S::default()),
