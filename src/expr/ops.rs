@@ -9,7 +9,7 @@
 use super::kernels::cross;
 use super::kernels::elementwise::{map1, map2, map2_runs, map3};
 use super::kernels::pow;
-use super::kernels::rolling::{self, Extreme};
+use super::kernels::rolling::{self, Extreme, Src};
 use super::kernels::Value;
 use crate::data::{Groups, Panel};
 use std::sync::Arc;
@@ -109,23 +109,31 @@ fn ts(v: Vec<Value>, c: &OpCtx, k: fn(&[f64], usize, &mut [f64])) -> Value {
     Value::Panel(Arc::new(rolling::apply(&p, c.windows[0], k)))
 }
 
-/// A one-input window kernel that takes the whole panel (eight assets at a time).
-fn ts8(v: Vec<Value>, c: &OpCtx, k: fn(&Panel, usize) -> Panel) -> Value {
-    let [x] = args(v);
-    Value::Panel(Arc::new(k(&x.into_panel(c.n_dates, c.n_assets), c.windows[0])))
+/// Calls `f` with `p` as a kernel input: one it may write its result into where this was
+/// the last reference to it (the evaluator hands over its last one), else one to read.
+fn with_src<R>(p: Arc<Panel>, f: impl FnOnce(Src<'_>) -> R) -> R {
+    match Arc::try_unwrap(p) {
+        Ok(p) => f(Src::Take(p)),
+        Err(p) => f(Src::Read(&p)),
+    }
 }
 
-fn ts2(v: Vec<Value>, c: &OpCtx, k: fn(&Panel, &Panel, usize) -> Panel) -> Value {
+/// A one-input window kernel that takes the whole panel (eight assets at a time).
+fn ts8(v: Vec<Value>, c: &OpCtx, k: fn(Src<'_>, usize) -> Panel) -> Value {
+    let [x] = args(v);
+    Value::Panel(Arc::new(with_src(x.into_panel(c.n_dates, c.n_assets), |x| k(x, c.windows[0]))))
+}
+
+fn ts2(v: Vec<Value>, c: &OpCtx, k: fn(Src<'_>, Src<'_>, usize) -> Panel) -> Value {
     let [x, y] = args(v);
     let (x, y) = (x.into_panel(c.n_dates, c.n_assets), y.into_panel(c.n_dates, c.n_assets));
-    Value::Panel(Arc::new(k(&x, &y, c.windows[0])))
+    Value::Panel(Arc::new(with_src(x, |x| with_src(y, |y| k(x, y, c.windows[0])))))
 }
 
 fn ts_extreme(v: Vec<Value>, c: &OpCtx, which: Extreme) -> Value {
     let [x] = args(v);
-    let p = x.into_panel(c.n_dates, c.n_assets);
     let d = c.windows[0];
-    Value::Panel(Arc::new(rolling::extreme_panel(&p, d, which)))
+    Value::Panel(Arc::new(with_src(x.into_panel(c.n_dates, c.n_assets), |x| rolling::extreme_panel(x, d, which))))
 }
 
 fn cs(v: Vec<Value>, c: &OpCtx, k: fn(Arc<crate::data::Panel>) -> crate::data::Panel) -> Value {
@@ -200,18 +208,18 @@ pub static CATALOGUE: &[OpDef] = &[
     // ---- time series: the past d days including today; a value only when all d are finite ----
     OpDef { name: "delay", aliases: &[], params: SW, kind: TimeSeries, doc: "delay(x, d): x d days ago", eval: |v, c| ts(v, c, rolling::delay) },
     OpDef { name: "delta", aliases: &[], params: SW, kind: TimeSeries, doc: "delta(x, d) = x - delay(x, d)", eval: |v, c| ts(v, c, rolling::delta) },
-    OpDef { name: "ts_sum", aliases: &["sum"], params: SW, kind: TimeSeries, doc: "ts_sum(x, d) / sum(x, d): sum over the past d days", eval: |v, c| ts8(v, c, rolling::sum_panel) },
-    OpDef { name: "ts_mean", aliases: &["mean"], params: SW, kind: TimeSeries, doc: "ts_mean(x, d): mean over the past d days", eval: |v, c| ts8(v, c, rolling::mean_panel) },
-    OpDef { name: "ts_std", aliases: &["stddev"], params: SW, kind: TimeSeries, doc: "ts_std(x, d) / stddev(x, d): sample standard deviation (ddof = 1) over the past d days", eval: |v, c| ts8(v, c, rolling::std_panel) },
-    OpDef { name: "ts_corr", aliases: &["correlation"], params: SSW, kind: TimeSeries, doc: "ts_corr(x, y, d) / correlation(x, y, d): Pearson correlation over the past d days; NaN when either side is constant", eval: |v, c| ts2(v, c, rolling::corr_panel) },
-    OpDef { name: "ts_cov", aliases: &["covariance"], params: SSW, kind: TimeSeries, doc: "ts_cov(x, y, d) / covariance(x, y, d): sample covariance (ddof = 1) over the past d days", eval: |v, c| ts2(v, c, rolling::cov_panel) },
+    OpDef { name: "ts_sum", aliases: &["sum"], params: SW, kind: TimeSeries, doc: "ts_sum(x, d) / sum(x, d): sum over the past d days", eval: |v, c| ts8(v, c, |x, d| rolling::sum_panel(x, d)) },
+    OpDef { name: "ts_mean", aliases: &["mean"], params: SW, kind: TimeSeries, doc: "ts_mean(x, d): mean over the past d days", eval: |v, c| ts8(v, c, |x, d| rolling::mean_panel(x, d)) },
+    OpDef { name: "ts_std", aliases: &["stddev"], params: SW, kind: TimeSeries, doc: "ts_std(x, d) / stddev(x, d): sample standard deviation (ddof = 1) over the past d days", eval: |v, c| ts8(v, c, |x, d| rolling::std_panel(x, d)) },
+    OpDef { name: "ts_corr", aliases: &["correlation"], params: SSW, kind: TimeSeries, doc: "ts_corr(x, y, d) / correlation(x, y, d): Pearson correlation over the past d days; NaN when either side is constant", eval: |v, c| ts2(v, c, |x, y, d| rolling::corr_panel(x, y, d)) },
+    OpDef { name: "ts_cov", aliases: &["covariance"], params: SSW, kind: TimeSeries, doc: "ts_cov(x, y, d) / covariance(x, y, d): sample covariance (ddof = 1) over the past d days", eval: |v, c| ts2(v, c, |x, y, d| rolling::cov_panel(x, y, d)) },
     OpDef { name: "ts_min", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_min(x, d), also min(x, d) with a constant d: minimum over the past d days", eval: |v, c| ts_extreme(v, c, Extreme::Min) },
     OpDef { name: "ts_max", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_max(x, d), also max(x, d) with a constant d: maximum over the past d days", eval: |v, c| ts_extreme(v, c, Extreme::Max) },
     OpDef { name: "ts_argmin", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_argmin(x, d): 1-based day of the minimum counted from the oldest (d = today); ties give the oldest", eval: |v, c| ts_extreme(v, c, Extreme::ArgMin) },
     OpDef { name: "ts_argmax", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_argmax(x, d): 1-based day of the maximum counted from the oldest (d = today); ties give the oldest", eval: |v, c| ts_extreme(v, c, Extreme::ArgMax) },
     OpDef { name: "ts_product", aliases: &["product"], params: SW, kind: TimeSeries, doc: "ts_product(x, d) / product(x, d): product over the past d days", eval: |v, c| ts(v, c, rolling::product) },
-    OpDef { name: "ts_rank", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_rank(x, d): percentile rank of today's value among the past d values, ties averaged, in (0, 1]", eval: |v, c| ts8(v, c, rolling::ts_rank_panel) },
-    OpDef { name: "decay_linear", aliases: &[], params: SW, kind: TimeSeries, doc: "decay_linear(x, d): weighted mean with weights d (today) down to 1 (oldest), normalised to sum 1", eval: |v, c| ts8(v, c, rolling::decay_linear_panel) },
+    OpDef { name: "ts_rank", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_rank(x, d): percentile rank of today's value among the past d values, ties averaged, in (0, 1]", eval: |v, c| ts8(v, c, |x, d| rolling::ts_rank_panel(x, d)) },
+    OpDef { name: "decay_linear", aliases: &[], params: SW, kind: TimeSeries, doc: "decay_linear(x, d): weighted mean with weights d (today) down to 1 (oldest), normalised to sum 1", eval: |v, c| ts8(v, c, |x, d| rolling::decay_linear_panel(x, d)) },
     OpDef { name: "ts_zscore", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_zscore(x, d) = (x - ts_mean(x, d)) / ts_std(x, d); NaN for a constant window (extension)", eval: |v, c| ts(v, c, rolling::zscore) },
     OpDef { name: "ts_ffill", aliases: &["ffill"], params: SW, kind: TimeSeries, doc: "ts_ffill(x, d): the last finite value of x within the past d days (forward fill with a limit; extension)", eval: |v, c| ts(v, c, rolling::ffill) },
     // ---- cross-sectional: across stocks on each date ----

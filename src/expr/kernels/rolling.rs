@@ -16,7 +16,7 @@ mod lanes;
 
 /// [`sum`], [`mean`], [`decay_linear`] and [`std`] of every asset of a panel, eight assets
 /// at a time (`lanes`).
-pub use lanes::{decay_linear_panel, mean_panel, std_panel, sum_panel};
+pub use lanes::{decay_linear_panel, mean_panel, std_panel, sum_panel, Src};
 
 /// Applies a one-input kernel to every asset in parallel. Kernels write every cell of
 /// their output (NaN where undefined), so the output needs no initial fill ([`Panel::scratch`]).
@@ -354,26 +354,28 @@ fn corr2(x: &[f64], y: &[f64], out: &mut [f64]) {
 }
 
 /// [`cov`] of every asset of two panels, eight assets at a time ([`lanes`]).
-pub fn cov_panel(x: &Panel, y: &Panel, d: usize) -> Panel {
+pub fn cov_panel<'a>(x: impl Into<Src<'a>>, y: impl Into<Src<'a>>, d: usize) -> Panel {
     lanes::pair_panel::<false>(x, y, d)
 }
 
 /// [`extreme`] of every asset of a panel, eight assets at a time ([`lanes`]).
-pub fn extreme_panel(x: &Panel, d: usize, which: Extreme) -> Panel {
+pub fn extreme_panel<'a>(x: impl Into<Src<'a>>, d: usize, which: Extreme) -> Panel {
     lanes::extreme_panel(x, d, which)
 }
 
 /// [`ts_rank`] of every asset of a panel, eight assets at a time ([`lanes`]).
-pub fn ts_rank_panel(x: &Panel, d: usize) -> Panel {
+pub fn ts_rank_panel<'a>(x: impl Into<Src<'a>>, d: usize) -> Panel {
     lanes::ts_rank_panel(x, d)
 }
 
 /// [`corr`] of every asset of two panels, eight assets at a time ([`lanes`]); over two
 /// days, asset by asset ([`corr2`]).
-pub fn corr_panel(x: &Panel, y: &Panel, d: usize) -> Panel {
+pub fn corr_panel<'a>(x: impl Into<Src<'a>>, y: impl Into<Src<'a>>, d: usize) -> Panel {
+    let (x, y) = (x.into(), y.into());
     if d != 2 {
         return lanes::pair_panel::<true>(x, y, d);
     }
+    let (x, y) = (x.panel(), y.panel());
     let mut out = Panel::scratch(x.n_dates(), x.n_assets());
     if x.n_dates() > 0 {
         out.par_series_mut().enumerate().for_each(|(a, o)| corr2(x.series(a), y.series(a), o));

@@ -10,6 +10,7 @@
 use super::{corr_of, cov_of, exact_moments, Extreme, ILL_CONDITIONED};
 use crate::data::Panel;
 use rayon::prelude::*;
+use std::sync::Arc;
 
 mod sums;
 pub use sums::{decay_linear_panel, mean_panel, std_panel, sum_panel};
@@ -30,51 +31,122 @@ struct Sums {
     sxy: [f64; W],
 }
 
+/// An input of a panel kernel: a panel it may only read, or one nobody else holds any
+/// more, whose buffer the kernel may write its result into.
+pub enum Src<'a> {
+    Read(&'a Panel),
+    Take(Panel),
+}
+
+impl<'a> From<&'a Panel> for Src<'a> {
+    fn from(p: &'a Panel) -> Self {
+        Src::Read(p)
+    }
+}
+
+impl<'a> From<&'a Arc<Panel>> for Src<'a> {
+    fn from(p: &'a Arc<Panel>) -> Self {
+        Src::Read(p)
+    }
+}
+
+impl Src<'_> {
+    /// The panel, to read.
+    pub fn panel(&self) -> &Panel {
+        match self {
+            Src::Read(p) => p,
+            Src::Take(p) => p,
+        }
+    }
+}
+
+/// A raw pointer shared by the tasks of [`grouped`], each of which reads and writes only
+/// its own group's cells.
+#[derive(Clone, Copy)]
+struct Cells(*mut f64);
+// SAFETY: see `grouped`: no cell is touched by two tasks.
+unsafe impl Send for Cells {}
+unsafe impl Sync for Cells {}
+
 /// Runs a window kernel over every asset of `K` input panels: groups of eight assets go
 /// to `eight(interleaved inputs, each input's eight series, interleaved output)`, which
 /// must write every output cell, where `x[t * W + l]` is the group's asset l on day t; the
 /// remaining assets go one by one to `one(series, output)`.
+///
+/// The result goes into the first input that may be taken ([`Src::Take`]): each group is
+/// written back over the cache lines its input was just read from, instead of into a fresh
+/// panel whose lines must first be fetched from memory (benches/README.md, session 28).
 fn grouped<const K: usize>(
-    inputs: [&Panel; K],
+    inputs: [Src<'_>; K],
     one: impl Fn([&[f64]; K], &mut [f64]) + Sync,
     eight: impl Fn([&[f64]; K], [[&[f64]; W]; K], &mut [f64]) + Sync,
 ) -> Panel {
-    let (nd, na) = (inputs[0].n_dates(), inputs[0].n_assets());
-    let mut out = Panel::scratch(nd, na);
+    let (nd, na) = (inputs[0].panel().n_dates(), inputs[0].panel().n_assets());
+    let mut inputs = inputs.map(Some);
+    let taken = inputs.iter().position(|s| matches!(s, Some(Src::Take(_))));
+    let mut out = match taken.and_then(|k| inputs[k].take()) {
+        Some(Src::Take(p)) => p,
+        _ => Panel::scratch(nd, na),
+    };
+    assert!(inputs.iter().flatten().all(|s| s.panel().n_dates() == nd && s.panel().n_assets() == na), "panels of one shape");
     if nd == 0 || na == 0 {
         return out;
     }
-    out.as_mut_slice().par_chunks_mut(W * nd).enumerate().for_each_init(
+    let dst = Cells(out.as_mut_slice().as_mut_ptr());
+    let src: [Cells; K] = std::array::from_fn(|k| match &inputs[k] {
+        Some(s) => Cells(s.panel().as_slice().as_ptr().cast_mut()),
+        None => dst,
+    });
+    (0..na.div_ceil(W)).into_par_iter().for_each_init(
         || (std::array::from_fn::<Vec<f64>, K, _>(|_| Vec::new()), Vec::new()),
-        |(ins, oi), (g, o)| {
+        |(ins, oi), g| {
+            #[allow(clippy::redundant_locals)]
+            let (src, dst) = (src, dst);
             let a0 = g * W;
-            if o.len() < W * nd {
-                for (j, oa) in o.chunks_mut(nd).enumerate() {
-                    one(inputs.map(|p| p.series(a0 + j)), oa);
+            let width = W.min(na - a0);
+            // SAFETY (the slices below): every input holds nd × na cells (asserted above);
+            // this task alone reads and writes assets a0..a0 + width, and each input slice
+            // is last used before the output cells it covers are written (an input may be
+            // the output's own buffer).
+            let cells = |c: Cells, from: usize, len: usize| unsafe { std::slice::from_raw_parts(c.0.add(from).cast_const(), len) };
+            if width < W {
+                for a in a0..na {
+                    // A copy first: the input may be the output's own buffer.
+                    for (k, buf) in ins.iter_mut().enumerate() {
+                        buf.clear();
+                        buf.extend_from_slice(cells(src[k], a * nd, nd));
+                    }
+                    // SAFETY: asset a's nd cells, this task's.
+                    let oa = unsafe { std::slice::from_raw_parts_mut(dst.0.add(a * nd), nd) };
+                    one(std::array::from_fn(|k| &ins[k][..]), oa);
                 }
                 return;
             }
-            let group = inputs.map(|p| &p.as_slice()[a0 * nd..(a0 + W) * nd]);
+            let group = src.map(|c| cells(c, a0 * nd, W * nd));
             // The buffers keep the previous group's values: the transposes and `eight`
             // overwrite every cell (zeroing them first cost 1 % of the alpha101 batch).
-            for (src, dst) in group.iter().zip(ins.iter_mut()) {
-                dst.resize(W * nd, 0.0);
-                crate::data::transpose(src, nd, dst);
+            for (s, b) in group.iter().zip(ins.iter_mut()) {
+                b.resize(W * nd, 0.0);
+                crate::data::transpose(s, nd, b);
             }
             oi.resize(W * nd, 0.0);
             let series = group.map(|s| std::array::from_fn(|l| &s[l * nd..(l + 1) * nd]));
             eight(std::array::from_fn(|k| &ins[k][..]), series, oi);
+            // SAFETY: the group's W × nd cells, this task's; the input slices above are
+            // not used after `eight`.
+            let o = unsafe { std::slice::from_raw_parts_mut(dst.0.add(a0 * nd), W * nd) };
             crate::data::transpose(oi, W, o);
         },
     );
+    drop(inputs);
     out
 }
 
 /// `ts_corr` (`CORR`) or `ts_cov` of every asset of two panels, exactly as
 /// [`pair_windows`](super::pair_windows) computes them with [`corr_of`] or [`cov_of`].
-pub fn pair_panel<const CORR: bool>(x: &Panel, y: &Panel, d: usize) -> Panel {
+pub fn pair_panel<'a, const CORR: bool>(x: impl Into<Src<'a>>, y: impl Into<Src<'a>>, d: usize) -> Panel {
     grouped(
-        [x, y],
+        [x.into(), y.into()],
         |[x, y], o| super::pair_windows(x, y, d, o, finish::<CORR>),
         |[x, y], [xs, ys], o| windows8::<CORR>(x, y, xs, ys, d, o),
     )
@@ -92,8 +164,8 @@ fn finish<const CORR: bool>(m: (f64, f64, f64), cx: bool, cy: bool) -> f64 {
 
 /// [`extreme`](super::extreme) (`ts_min`, `ts_max`, `ts_argmin`, `ts_argmax`) of every
 /// asset of a panel.
-pub fn extreme_panel(x: &Panel, d: usize, which: Extreme) -> Panel {
-    grouped([x], |[x], o| super::extreme(x, d, which, o), |[x], _, o| match which {
+pub fn extreme_panel<'a>(x: impl Into<Src<'a>>, d: usize, which: Extreme) -> Panel {
+    grouped([x.into()], |[x], o| super::extreme(x, d, which, o), |[x], _, o| match which {
         Extreme::Max => extreme8::<true, false>(x, d, o),
         Extreme::Min => extreme8::<false, false>(x, d, o),
         Extreme::ArgMax => extreme8::<true, true>(x, d, o),
@@ -191,8 +263,8 @@ fn extreme8<const MAX: bool, const ARG: bool>(x: &[f64], d: usize, out: &mut [f6
 }
 
 /// [`ts_rank`](super::ts_rank) of every asset of a panel.
-pub fn ts_rank_panel(x: &Panel, d: usize) -> Panel {
-    grouped([x], |[x], o| super::ts_rank(x, d, o), |[x], _, o| ts_rank8(x, d, o))
+pub fn ts_rank_panel<'a>(x: impl Into<Src<'a>>, d: usize) -> Panel {
+    grouped([x.into()], |[x], o| super::ts_rank(x, d, o), |[x], _, o| ts_rank8(x, d, o))
 }
 
 /// [`ts_rank`](super::ts_rank) for eight interleaved lanes: the same counts, eight lanes
@@ -620,6 +692,24 @@ mod tests {
             }
         }
         Panel::from_asset_major(nd, na, data)
+    }
+
+    /// A kernel writing into an input it may take gives the bits of one writing into a
+    /// fresh panel: full groups and the tail's assets, either input of a pair taken, on
+    /// several threads (groups written back while others are still read).
+    #[test]
+    fn taken_inputs_give_the_fresh_results() {
+        use super::{extreme_panel, pair_panel, sum_panel, ts_rank_panel, Src};
+        let (x, y) = (panel(300, 21, 3), panel(300, 21, 4));
+        let bits = |p: &Panel| p.as_slice().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().expect("pool");
+        pool.install(|| {
+            assert_eq!(bits(&pair_panel::<true>(Src::Take(x.clone()), &y, 10)), bits(&pair_panel::<true>(&x, &y, 10)));
+            assert_eq!(bits(&pair_panel::<false>(&x, Src::Take(y.clone()), 7)), bits(&pair_panel::<false>(&x, &y, 7)));
+            assert_eq!(bits(&ts_rank_panel(Src::Take(x.clone()), 9)), bits(&ts_rank_panel(&x, 9)));
+            assert_eq!(bits(&extreme_panel(Src::Take(x.clone()), 6, Extreme::ArgMax)), bits(&extreme_panel(&x, 6, Extreme::ArgMax)));
+            assert_eq!(bits(&sum_panel(Src::Take(y.clone()), 12)), bits(&sum_panel(&y, 12)));
+        });
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! compiler turned the same walk over `[f64; 8]` arrays into scalar code per lane (slower
 //! than one asset at a time). Without AVX-512 the one-asset kernels run.
 
-use super::{grouped, W};
+use super::{grouped, Src, W};
 use crate::data::Panel;
 
 /// Which statistic a walk returns.
@@ -23,32 +23,33 @@ enum Stat {
 }
 
 /// [`sum`](super::super::sum) of every asset of a panel.
-pub fn sum_panel(x: &Panel, d: usize) -> Panel {
+pub fn sum_panel<'a>(x: impl Into<Src<'a>>, d: usize) -> Panel {
     run(x, d, Stat::Sum, super::super::sum)
 }
 
 /// [`mean`](super::super::mean) of every asset of a panel.
-pub fn mean_panel(x: &Panel, d: usize) -> Panel {
+pub fn mean_panel<'a>(x: impl Into<Src<'a>>, d: usize) -> Panel {
     run(x, d, Stat::Mean, super::super::mean)
 }
 
 /// [`decay_linear`](super::super::decay_linear) of every asset of a panel.
-pub fn decay_linear_panel(x: &Panel, d: usize) -> Panel {
+pub fn decay_linear_panel<'a>(x: impl Into<Src<'a>>, d: usize) -> Panel {
     run(x, d, Stat::Decay, super::super::decay_linear)
 }
 
 /// [`std`](super::super::std) of every asset of a panel.
-pub fn std_panel(x: &Panel, d: usize) -> Panel {
+pub fn std_panel<'a>(x: impl Into<Src<'a>>, d: usize) -> Panel {
     run(x, d, Stat::Std, super::super::std)
 }
 
-fn run(x: &Panel, d: usize, stat: Stat, one: fn(&[f64], usize, &mut [f64])) -> Panel {
+fn run<'a>(x: impl Into<Src<'a>>, d: usize, stat: Stat, one: fn(&[f64], usize, &mut [f64])) -> Panel {
+    let x = x.into();
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the CPU supports AVX-512F (checked just above).
         return grouped([x], |[x], o| one(x, d, o), |[x], _, o| unsafe { avx512::walk(x, d, stat, o) });
     }
-    super::super::apply(x, d, one)
+    super::super::apply(x.panel(), d, one)
 }
 
 #[cfg(target_arch = "x86_64")]
