@@ -88,7 +88,10 @@ fn grouped<const K: usize>(
         Some(Src::Take(p)) => p,
         _ => Panel::scratch(nd, na),
     };
-    assert!(inputs.iter().flatten().all(|s| s.panel().n_dates() == nd && s.panel().n_assets() == na), "panels of one shape");
+    assert!(
+        (out.n_dates(), out.n_assets()) == (nd, na) && inputs.iter().flatten().all(|s| s.panel().n_dates() == nd && s.panel().n_assets() == na),
+        "panels of one shape"
+    );
     if nd == 0 || na == 0 {
         return out;
     }
