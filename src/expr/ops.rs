@@ -9,8 +9,8 @@
 use super::kernels::cross;
 use super::kernels::elementwise::{map1, map2, map2_runs, map3};
 use super::kernels::pow;
-use super::kernels::rolling::{self, Extreme, Src};
-use super::kernels::Value;
+use super::kernels::rolling::{self, Extreme};
+use super::kernels::{Src, Value};
 use crate::data::{Groups, Panel};
 use std::sync::Arc;
 
@@ -136,9 +136,9 @@ fn ts_extreme(v: Vec<Value>, c: &OpCtx, which: Extreme) -> Value {
     Value::Panel(Arc::new(with_src(x.into_panel(c.n_dates, c.n_assets), |x| rolling::extreme_panel(x, d, which))))
 }
 
-fn cs(v: Vec<Value>, c: &OpCtx, k: fn(Arc<crate::data::Panel>) -> crate::data::Panel) -> Value {
+fn cs(v: Vec<Value>, c: &OpCtx, k: fn(Src<'_>) -> Panel) -> Value {
     let [x] = args(v);
-    Value::Panel(Arc::new(k(x.into_panel(c.n_dates, c.n_assets))))
+    Value::Panel(Arc::new(with_src(x.into_panel(c.n_dates, c.n_assets), k)))
 }
 
 /// The catalogue. Names are matched case-insensitively.
@@ -223,8 +223,8 @@ pub static CATALOGUE: &[OpDef] = &[
     OpDef { name: "ts_zscore", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_zscore(x, d) = (x - ts_mean(x, d)) / ts_std(x, d); NaN for a constant window (extension)", eval: |v, c| ts(v, c, rolling::zscore) },
     OpDef { name: "ts_ffill", aliases: &["ffill"], params: SW, kind: TimeSeries, doc: "ts_ffill(x, d): the last finite value of x within the past d days (forward fill with a limit; extension)", eval: |v, c| ts(v, c, rolling::ffill) },
     // ---- cross-sectional: across stocks on each date ----
-    OpDef { name: "rank", aliases: &["cs_rank"], params: S, kind: CrossSection, doc: "rank(x): percentile rank across stocks in (0, 1], ties averaged, NaN ignored", eval: |v, c| cs(v, c, cross::rank_owned) },
-    OpDef { name: "cs_zscore", aliases: &["zscore"], params: S, kind: CrossSection, doc: "cs_zscore(x) = (x - mean) / std across stocks (ddof = 1), NaN if all equal (extension)", eval: |v, c| cs(v, c, |x| cross::zscore(&x)) },
+    OpDef { name: "rank", aliases: &["cs_rank"], params: S, kind: CrossSection, doc: "rank(x): percentile rank across stocks in (0, 1], ties averaged, NaN ignored", eval: |v, c| cs(v, c, |x| cross::rank(x)) },
+    OpDef { name: "cs_zscore", aliases: &["zscore"], params: S, kind: CrossSection, doc: "cs_zscore(x) = (x - mean) / std across stocks (ddof = 1), NaN if all equal (extension)", eval: |v, c| cs(v, c, |x| cross::zscore(x)) },
     OpDef { name: "scale", aliases: &[], params: &[Series, Optional(1.0)], kind: CrossSection, doc: "scale(x, a = 1): x * a / sum(|x|) across stocks", eval: |v, c| {
         let [x, a] = args(v);
         let x = x.into_panel(c.n_dates, c.n_assets);

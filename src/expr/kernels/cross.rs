@@ -2,48 +2,36 @@
 //! buffer in cache-sized blocks so each date's cross-section is contiguous, processed in
 //! parallel over dates, and transposed back.
 
+use super::{DisjointCells, Src};
 use crate::data::{gather_date_block, scatter_date_block, Groups, Panel};
 use rayon::prelude::*;
-use std::sync::Arc;
 
 /// Dates per block: a block of 32 dates × 500 assets (128 KB) stays in L2 cache.
 pub const BLOCK: usize = 32;
 
-/// A raw pointer that may be shared across threads because each task reads and writes a
-/// disjoint set of its cells (see [`per_date`]).
-#[derive(Clone, Copy)]
-struct DisjointCells(*mut f64);
-// SAFETY: used only by `per_date`, where each task reads and writes the cells of its own
-// date block and no cell is read or written by two tasks.
-unsafe impl Send for DisjointCells {}
-unsafe impl Sync for DisjointCells {}
-
 /// Applies `k(row_in, row_out, scratch)` to each date's cross-section; `k` must write
 /// every cell of `row_out` (it holds an earlier row's values). Dates are
 /// processed in cache-sized blocks (gathered from the asset-major panel, scattered back),
-/// in parallel over blocks, so no full-panel transpose is ever materialised.
-pub fn per_date<S: Default + Send>(x: &Panel, k: impl Fn(&[f64], &mut [f64], &mut S) + Sync) -> Panel {
-    // Every cell is written by the scatter below.
-    let mut out = Panel::scratch(x.n_dates(), x.n_assets());
-    // SAFETY: both hold n_dates × n_assets cells; `x` is only read, and `out` is ours.
-    unsafe { blocks(x.as_slice().as_ptr(), &mut out, k) };
-    out
-}
-
-/// [`per_date`] of a value no one else holds any more: the result overwrites it. Each
-/// block of dates is written back over the cache lines it was just read from, instead of
-/// into a fresh panel whose lines must first be fetched from memory (`rank` −16 % in the
-/// alpha101 batch, benches/README.md, session 28).
-pub fn per_date_owned<S: Default + Send>(x: Arc<Panel>, k: impl Fn(&[f64], &mut [f64], &mut S) + Sync) -> Panel {
-    match Arc::try_unwrap(x) {
-        Ok(mut p) => {
+/// in parallel over blocks, so no full-panel transpose is ever materialised. A panel that
+/// may be taken ([`Src::Take`]) receives the result: each block is written back over the
+/// cache lines it was just read from.
+pub fn per_date<'a, S: Default + Send>(x: impl Into<Src<'a>>, k: impl Fn(&[f64], &mut [f64], &mut S) + Sync) -> Panel {
+    match x.into() {
+        Src::Read(x) => {
+            // Every cell is written by the scatter below.
+            let mut out = Panel::scratch(x.n_dates(), x.n_assets());
+            // SAFETY: both hold n_dates × n_assets cells; `x` is only read, and `out` is
+            // ours.
+            unsafe { blocks(x.as_slice().as_ptr(), &mut out, k) };
+            out
+        }
+        Src::Take(mut p) => {
             let src = p.as_mut_slice().as_mut_ptr().cast_const();
-            // SAFETY: `src` is `p`'s own buffer: each block's dates are read before they are
-            // written, by the one task that owns them.
+            // SAFETY: `src` is `p`'s own buffer: each block's dates are read before they
+            // are written, by the one task that owns them.
             unsafe { blocks(src, &mut p, k) };
             p
         }
-        Err(shared) => per_date(&shared, k),
     }
 }
 
@@ -389,13 +377,8 @@ pub fn rank_row(row: &[f64], out: &mut [f64], buf: &mut SortBuf) {
 }
 
 /// Cross-sectional percentile rank.
-pub fn rank(x: &Panel) -> Panel {
+pub fn rank<'a>(x: impl Into<Src<'a>>) -> Panel {
     per_date(x, rank_row)
-}
-
-/// [`rank`], over `x`'s own buffer where no one else holds it ([`per_date_owned`]).
-pub fn rank_owned(x: Arc<Panel>) -> Panel {
-    per_date_owned(x, rank_row)
 }
 
 /// Dates per task of the kernels that only sum across stocks ([`scale`],
@@ -439,7 +422,7 @@ pub fn scaled(x: &Panel, num: &Panel) -> Panel {
 
 /// `(x − mean) / std` across stocks per date (finite values, std with ddof = 1); NaN when
 /// fewer than 2 values or all equal.
-pub fn zscore(x: &Panel) -> Panel {
+pub fn zscore<'a>(x: impl Into<Src<'a>>) -> Panel {
     per_date(x, |r, o, _: &mut ()| {
         let (mut n, mut s) = (0usize, 0.0);
         for v in r.iter().filter(|v| v.is_finite()) {
@@ -577,10 +560,10 @@ mod tests {
         let bits = |p: &Panel| p.as_slice().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         let fresh = rank(&x);
         let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().expect("pool");
-        let owned = pool.install(|| rank_owned(Arc::new(x.clone())));
+        let owned = pool.install(|| rank(Src::Take(x.clone())));
         assert_eq!(bits(&owned), bits(&fresh));
-        let shared = Arc::new(x.clone());
-        let again = rank_owned(Arc::clone(&shared));
+        let shared = x.clone();
+        let again = rank(&shared);
         assert_eq!(bits(&shared), bits(&x));
         assert_eq!(bits(&again), bits(&fresh));
     }

@@ -21,6 +21,50 @@ pub mod simd;
 
 pub use elementwise::Value;
 
+use crate::data::Panel;
+use std::sync::Arc;
+
+/// An input of a panel kernel: a panel it may only read, or one nobody else holds any
+/// more, whose buffer the kernel may write its result into. Writing over the lines just
+/// read spares fetching a fresh panel's lines from memory (`rank` −16 %, the rolling
+/// kernels −6 to −16 % in the alpha101 batch: benches/README.md, session 28).
+pub enum Src<'a> {
+    Read(&'a Panel),
+    Take(Panel),
+}
+
+impl<'a> From<&'a Panel> for Src<'a> {
+    fn from(p: &'a Panel) -> Self {
+        Src::Read(p)
+    }
+}
+
+impl<'a> From<&'a Arc<Panel>> for Src<'a> {
+    fn from(p: &'a Arc<Panel>) -> Self {
+        Src::Read(p)
+    }
+}
+
+impl Src<'_> {
+    /// The panel, to read.
+    pub fn panel(&self) -> &Panel {
+        match self {
+            Src::Read(p) => p,
+            Src::Take(p) => p,
+        }
+    }
+}
+
+/// A raw pointer to a panel's cells shared by parallel tasks, each of which reads and
+/// writes only its own cells (a block of dates in `cross::per_date`, a group of assets
+/// in the rolling kernels).
+#[derive(Clone, Copy)]
+pub(crate) struct DisjointCells(pub(crate) *mut f64);
+// SAFETY: every user splits the cells between its tasks so that no cell is read or
+// written by two of them.
+unsafe impl Send for DisjointCells {}
+unsafe impl Sync for DisjointCells {}
+
 /// Defines a function whose body is compiled twice, for the baseline CPU and for AVX2, and
 /// runs the AVX2 copy when the CPU has it (checked at run time, so the binary stays
 /// portable). For loops that the compiler vectorises: the operations and their order are

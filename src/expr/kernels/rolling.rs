@@ -9,6 +9,7 @@
 //! scratch once per `d` steps (O(1) amortised) around an anchor near the window mean, and
 //! a run of `d` identical values gives exactly zero variance, as pandas does.
 
+use super::Src;
 use crate::data::Panel;
 use rayon::prelude::*;
 
@@ -16,7 +17,7 @@ mod lanes;
 
 /// [`sum`], [`mean`], [`decay_linear`] and [`std`] of every asset of a panel, eight assets
 /// at a time (`lanes`).
-pub use lanes::{decay_linear_panel, mean_panel, std_panel, sum_panel, Src};
+pub use lanes::{decay_linear_panel, mean_panel, std_panel, sum_panel};
 
 /// Applies a one-input kernel to every asset in parallel. Kernels write every cell of
 /// their output (NaN where undefined), so the output needs no initial fill ([`Panel::scratch`]).

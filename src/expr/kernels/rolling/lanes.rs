@@ -9,8 +9,8 @@
 
 use super::{corr_of, cov_of, exact_moments, Extreme, ILL_CONDITIONED};
 use crate::data::Panel;
+use crate::expr::kernels::{DisjointCells, Src};
 use rayon::prelude::*;
-use std::sync::Arc;
 
 mod sums;
 pub use sums::{decay_linear_panel, mean_panel, std_panel, sum_panel};
@@ -31,51 +31,13 @@ struct Sums {
     sxy: [f64; W],
 }
 
-/// An input of a panel kernel: a panel it may only read, or one nobody else holds any
-/// more, whose buffer the kernel may write its result into.
-pub enum Src<'a> {
-    Read(&'a Panel),
-    Take(Panel),
-}
-
-impl<'a> From<&'a Panel> for Src<'a> {
-    fn from(p: &'a Panel) -> Self {
-        Src::Read(p)
-    }
-}
-
-impl<'a> From<&'a Arc<Panel>> for Src<'a> {
-    fn from(p: &'a Arc<Panel>) -> Self {
-        Src::Read(p)
-    }
-}
-
-impl Src<'_> {
-    /// The panel, to read.
-    pub fn panel(&self) -> &Panel {
-        match self {
-            Src::Read(p) => p,
-            Src::Take(p) => p,
-        }
-    }
-}
-
-/// A raw pointer shared by the tasks of [`grouped`], each of which reads and writes only
-/// its own group's cells.
-#[derive(Clone, Copy)]
-struct Cells(*mut f64);
-// SAFETY: see `grouped`: no cell is touched by two tasks.
-unsafe impl Send for Cells {}
-unsafe impl Sync for Cells {}
-
 /// Runs a window kernel over every asset of `K` input panels: groups of eight assets go
 /// to `eight(interleaved inputs, each input's eight series, interleaved output)`, which
 /// must write every output cell, where `x[t * W + l]` is the group's asset l on day t; the
 /// remaining assets go one by one to `one(series, output)`.
 ///
 /// The result goes into the first input that may be taken ([`Src::Take`]): each group is
-/// written back over the cache lines its input was just read from, instead of into a fresh
-/// panel whose lines must first be fetched from memory (benches/README.md, session 28).
+/// written back over the cache lines its input was just read from.
 fn grouped<const K: usize>(
     inputs: [Src<'_>; K],
     one: impl Fn([&[f64]; K], &mut [f64]) + Sync,
@@ -95,9 +57,9 @@ fn grouped<const K: usize>(
     if nd == 0 || na == 0 {
         return out;
     }
-    let dst = Cells(out.as_mut_slice().as_mut_ptr());
-    let src: [Cells; K] = std::array::from_fn(|k| match &inputs[k] {
-        Some(s) => Cells(s.panel().as_slice().as_ptr().cast_mut()),
+    let dst = DisjointCells(out.as_mut_slice().as_mut_ptr());
+    let src: [DisjointCells; K] = std::array::from_fn(|k| match &inputs[k] {
+        Some(s) => DisjointCells(s.panel().as_slice().as_ptr().cast_mut()),
         None => dst,
     });
     (0..na.div_ceil(W)).into_par_iter().for_each_init(
@@ -111,7 +73,7 @@ fn grouped<const K: usize>(
             // this task alone reads and writes assets a0..a0 + width, and each input slice
             // is last used before the output cells it covers are written (an input may be
             // the output's own buffer).
-            let cells = |c: Cells, from: usize, len: usize| unsafe { std::slice::from_raw_parts(c.0.add(from).cast_const(), len) };
+            let cells = |c: DisjointCells, from: usize, len: usize| unsafe { std::slice::from_raw_parts(c.0.add(from).cast_const(), len) };
             if width < W {
                 for a in a0..na {
                     // A copy first: the input may be the output's own buffer.
