@@ -334,8 +334,15 @@ unsafe fn ts_rank8_avx512(x: &[f64], d: usize, out: &mut [f64]) {
 fn windows8<const CORR: bool>(x: &[f64], y: &[f64], xs: [&[f64]; W], ys: [&[f64]; W], d: usize, out: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU supports AVX-512F (checked just above).
-        return unsafe { walk_avx512::<CORR>(x, y, xs, ys, d, out) };
+        // One compiled walk per (d, d − 1) being a power of two or not: dividing by a power
+        // of two is multiplying by its reciprocal, the same bits (both round the same exact
+        // quotient), and six of the walk's seven divisions are by d or d − 1.
+        // SAFETY (each call): the CPU supports AVX-512F (checked just above).
+        return match (d.is_power_of_two(), d.saturating_sub(1).is_power_of_two()) {
+            (true, _) => unsafe { walk_avx512::<CORR, true, false>(x, y, xs, ys, d, out) },
+            (_, true) => unsafe { walk_avx512::<CORR, false, true>(x, y, xs, ys, d, out) },
+            _ => unsafe { walk_avx512::<CORR, false, false>(x, y, xs, ys, d, out) },
+        };
     }
     walk(x, y, xs, ys, d, out, finish::<CORR>)
 }
@@ -492,7 +499,7 @@ fn walk<F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy>(
 /// The CPU must support AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn walk_avx512<const CORR: bool>(x: &[f64], y: &[f64], xs: [&[f64]; W], ys: [&[f64]; W], d: usize, out: &mut [f64]) {
+unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool>(x: &[f64], y: &[f64], xs: [&[f64]; W], ys: [&[f64]; W], d: usize, out: &mut [f64]) {
     use crate::expr::kernels::simd::finite;
     use std::arch::x86_64::*;
     let n = x.len() / W;
@@ -511,6 +518,13 @@ unsafe fn walk_avx512<const CORR: bool>(x: &[f64], y: &[f64], xs: [&[f64]; W], y
     let ld = |v: *const f64, t: usize| unsafe { _mm512_loadu_pd(v.add(t * W)) };
     let dn = d as f64;
     let (vdn, vdn1, zero, nan) = (_mm512_set1_pd(dn), _mm512_set1_pd(dn - 1.0), _mm512_setzero_pd(), _mm512_set1_pd(f64::NAN));
+    // `v / d` and `v / (d − 1)`: a multiplication where the divisor is a power of two
+    // (exact reciprocal, so the same bits).
+    let (rdn, rdn1) = (_mm512_set1_pd(1.0 / dn), _mm512_set1_pd(1.0 / (dn - 1.0)));
+    debug_assert!(!POW2_D || d.is_power_of_two());
+    debug_assert!(!POW2_D1 || (d - 1).is_power_of_two());
+    let by_d = |v: __m512d| if POW2_D { _mm512_mul_pd(v, rdn) } else { _mm512_div_pd(v, vdn) };
+    let by_d1 = |v: __m512d| if POW2_D1 { _mm512_mul_pd(v, rdn1) } else { _mm512_div_pd(v, vdn1) };
     let (one, du, never) = (_mm512_set1_epi64(1), _mm512_set1_epi64(d as i64), _mm512_set1_epi64(-1));
     let ill_k = _mm512_set1_pd(ILL_CONDITIONED);
     let (mut kx, mut ky, mut sx, mut sy, mut sxx, mut syy, mut sxy) = (zero, zero, zero, zero, zero, zero, zero);
@@ -549,9 +563,9 @@ unsafe fn walk_avx512<const CORR: bool>(x: &[f64], y: &[f64], xs: [&[f64]; W], y
             sxy = _mm512_mask_mov_pd(sxy, refresh, e[6]);
         }
         // Comoments::moments, operation for operation.
-        let cov = _mm512_div_pd(_mm512_sub_pd(sxy, _mm512_div_pd(_mm512_mul_pd(sx, sy), vdn)), vdn1);
-        let vx = _mm512_div_pd(_mm512_sub_pd(sxx, _mm512_div_pd(_mm512_mul_pd(sx, sx), vdn)), vdn1);
-        let vy = _mm512_div_pd(_mm512_sub_pd(syy, _mm512_div_pd(_mm512_mul_pd(sy, sy), vdn)), vdn1);
+        let cov = by_d1(_mm512_sub_pd(sxy, by_d(_mm512_mul_pd(sx, sy))));
+        let vx = by_d1(_mm512_sub_pd(sxx, by_d(_mm512_mul_pd(sx, sx))));
+        let vy = by_d1(_mm512_sub_pd(syy, by_d(_mm512_mul_pd(sy, sy))));
         let ill_of = |v: __m512d, s: __m512d, k: __m512d| {
             _mm512_cmp_pd_mask::<_CMP_LE_OQ>(_mm512_mul_pd(v, vdn1), _mm512_mul_pd(ill_k, _mm512_add_pd(s, _mm512_mul_pd(_mm512_mul_pd(vdn, k), k))))
         };
@@ -733,15 +747,15 @@ mod tests {
         crate::data::transpose(py.as_slice(), nd, &mut y);
         let xs: [&[f64]; 8] = std::array::from_fn(|l| px.series(l));
         let ys: [&[f64]; 8] = std::array::from_fn(|l| py.series(l));
-        for d in [1, 2, 3, 10, 37, nd, nd + 1] {
+        for d in [1, 2, 3, 4, 5, 8, 9, 10, 17, 37, nd, nd + 1] {
             for corr in [true, false] {
                 let (mut fast, mut slow) = (vec![0.0; nd * 8], vec![0.0; nd * 8]);
                 // SAFETY: the CPU has AVX-512F (checked above).
                 unsafe {
                     if corr {
-                        super::walk_avx512::<true>(&x, &y, xs, ys, d, &mut fast)
+                        super::windows8::<true>(&x, &y, xs, ys, d, &mut fast)
                     } else {
-                        super::walk_avx512::<false>(&x, &y, xs, ys, d, &mut fast)
+                        super::windows8::<false>(&x, &y, xs, ys, d, &mut fast)
                     }
                 }
                 if corr {
