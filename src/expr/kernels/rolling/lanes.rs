@@ -750,13 +750,12 @@ mod tests {
         for d in [1, 2, 3, 4, 5, 8, 9, 10, 17, 37, nd, nd + 1] {
             for corr in [true, false] {
                 let (mut fast, mut slow) = (vec![0.0; nd * 8], vec![0.0; nd * 8]);
-                // SAFETY: the CPU has AVX-512F (checked above).
-                unsafe {
-                    if corr {
-                        super::windows8::<true>(&x, &y, xs, ys, d, &mut fast)
-                    } else {
-                        super::windows8::<false>(&x, &y, xs, ys, d, &mut fast)
-                    }
+                // (The CPU has AVX-512F, checked above, so this is the vector walk, with
+                // its power-of-two variants for d = 2, 4, 8 and 3, 5, 9, 17.)
+                if corr {
+                    super::windows8::<true>(&x, &y, xs, ys, d, &mut fast)
+                } else {
+                    super::windows8::<false>(&x, &y, xs, ys, d, &mut fast)
                 }
                 if corr {
                     super::walk(&x, &y, xs, ys, d, &mut slow, super::finish::<true>);
