@@ -22,11 +22,13 @@
 //!   the label is finite).
 
 mod stats;
+mod ties;
 
 pub use stats::{mean_std, pearson4, pearson_finite, pearson_many};
 
 use crate::data::{DataError, MarketData, Panel, Period, Splits};
 use crate::expr::kernels::cross::{tie_runs, SortBuf};
+use ties::TieBits;
 use rayon::prelude::*;
 use std::sync::Arc;
 use serde::{Deserialize, Serialize};
@@ -424,11 +426,11 @@ impl Scorer {
         // One stable sort of the finite signal values serves every metric below.
         let all = sc.sorts[signal].sort_finite(sig);
         let all_len = all.len();
-        let uniq = all_len.min(1) + all.windows(2).filter(|w| w[0].0 != w[1].0).count();
+        let ties = &mut sc.ties;
+        ties.of(all);
         if all_len > 0 {
-            day.distinct = Some(uniq as f64 / all_len as f64);
+            day.distinct = Some((all_len - ties.repeats()) as f64 / all_len as f64);
         }
-        let ties = uniq != all_len;
 
         // Pearson IC at the main horizon and every extra one, four horizons per sweep; not
         // finite (undefined) is NaN. The first sweep also counts the joint set (finite
@@ -454,6 +456,10 @@ impl Scorer {
         } else {
             sc.joint.clear();
             sc.joint.extend(all.iter().filter(|e| labelled(e.1)));
+            // (`n < min` returns below; the ties are only needed past it.)
+            if n >= min {
+                ties.of(&sc.joint);
+            }
             &sc.joint
         };
 
@@ -473,29 +479,32 @@ impl Scorer {
             // The signal covers every labelled stock: the label's ranks and Σ (rank −
             // mid)² were precomputed for this date. The signal's ranks are walked in
             // sorted order; without ties position p has rank p + 1 and Σ (p + 1 − mid)²
-            // is n(n² − 1)/12.
+            // is n(n² − 1)/12. A run of ties then moves each member from rank p + 1 to
+            // the run's average rank: the difference times its label rank is added per
+            // member of a run (few), and Σ (rank − mid)² drops by the run's `run_less`.
             let label_ranks = &self.main_ranks[row];
             let v = |k: u32| f64::from(label_ranks[k as usize]) - mid;
-            let (sxy, sxx) = if !ties {
-                let mut acc = [0.0; 4];
-                let mut chunks = joint.chunks_exact(4);
-                let mut p = 1.0 - mid;
-                for c in &mut chunks {
-                    for (l, &(_, k)) in c.iter().enumerate() {
-                        acc[l] += (p + l as f64) * v(k);
-                    }
-                    p += 4.0;
-                }
-                for (l, &(_, k)) in chunks.remainder().iter().enumerate() {
+            let mut acc = [0.0; 4];
+            let mut chunks = joint.chunks_exact(4);
+            let mut p = 1.0 - mid;
+            for c in &mut chunks {
+                for (l, &(_, k)) in c.iter().enumerate() {
                     acc[l] += (p + l as f64) * v(k);
                 }
-                ((acc[0] + acc[1]) + (acc[2] + acc[3]), untied_sum_sq(n))
-            } else {
-                let mut sxy = 0.0;
-                let sxx = tied_ranks(joint, |k, r| sxy += (r - mid) * v(k));
-                (sxy, sxx)
-            };
-            (sxy, sxx, self.main_syy[i])
+                p += 4.0;
+            }
+            for (l, &(_, k)) in chunks.remainder().iter().enumerate() {
+                acc[l] += (p + l as f64) * v(k);
+            }
+            let (mut in_runs, mut less) = (0.0, 0u64);
+            ties.runs(|a, b| {
+                let r = (a + 1 + b) as f64 / 2.0;
+                for (p, &(_, k)) in (a + 1..).zip(&joint[a..b]) {
+                    in_runs += (r - p as f64) * v(k);
+                }
+                less += run_less(b - a);
+            });
+            ((acc[0] + acc[1]) + (acc[2] + acc[3]) + in_runs, untied_sum_sq(n) - less as f64 / 12.0, self.main_syy[i])
         } else {
             // The signal misses some labelled stocks (most dates of most alphas): the
             // signal's ranks go to `sr` by stock (0 for a stock outside the joint set;
@@ -510,15 +519,26 @@ impl Scorer {
             // converting an integer count on every step was most of the walk's time.
             sc.sr.clear();
             sc.sr.resize(na, 0.0);
-            let sxx = if !ties {
-                for (p, &(_, k)) in joint.iter().enumerate() {
-                    sc.sr[k as usize] = (p + 1) as f32;
+            let sr = &mut sc.sr[..na];
+            // Ranks 1, 2, ... read from a table (converting the count on every step was a
+            // third of this loop).
+            if sc.ranks.len() < n {
+                sc.ranks.extend((sc.ranks.len() + 1..=n).map(|r| r as f32));
+            }
+            for (&r, &(_, k)) in sc.ranks.iter().zip(joint) {
+                sr[k as usize] = r;
+            }
+            // Each run of ties shares its average rank (exact in an f32: a multiple of 1/2
+            // below 2^23).
+            let mut less = 0u64;
+            ties.runs(|a, b| {
+                let r = (a + 1 + b) as f32 / 2.0;
+                for &(_, k) in &joint[a..b] {
+                    sr[k as usize] = r;
                 }
-                untied_sum_sq(n)
-            } else {
-                let sr = &mut sc.sr[..na];
-                tied_ranks(joint, |k, r| sr[k as usize] = r as f32)
-            };
+                less += run_less(b - a);
+            });
+            let sxx = untied_sum_sq(n) - less as f64 / 12.0;
             let order = &self.main_order[i * na..i * na + self.n_labelled[i] as usize];
             let groups = &self.main_groups[self.main_group_at[i] as usize..self.main_group_at[i + 1] as usize];
             let sr = &sc.sr[..na];
@@ -566,9 +586,7 @@ impl Scorer {
         // signal, ties to the earlier symbol: everything above the threshold value, then
         // the lowest-index members of the threshold's tie group.
         let legs = n / 5;
-        let thr = joint[n - legs].0;
-        let tie_start = joint.partition_point(|&(key, _)| key < thr);
-        let tie_end = joint.partition_point(|&(key, _)| key <= thr);
+        let (tie_start, tie_end) = ties.run_at(n - legs);
         let above = n - tie_end;
         let first = out.members.len();
         out.members.extend(joint[tie_end..].iter().chain(&joint[tie_start..tie_start + legs - above]).map(|&(_, k)| k));
@@ -625,21 +643,6 @@ fn sum_abs_diff(a: &[f64], b: &[f64]) -> f64 {
     acc.iter().sum()
 }
 
-/// Average ranks (1-based, ties averaged) of the sorted joint set: `f(stock, rank)` for
-/// each, and returns Σ (rank − mid)² over them, from the runs' lengths (the untied sum
-/// less [`run_less`] / 12 per run) rather than one serial add per stock (a tenth of the
-/// scorer's per-date loop).
-fn tied_ranks(joint: &[(u64, u32)], mut f: impl FnMut(u32, f64)) -> f64 {
-    let mut less = 0u64;
-    tie_runs(joint.len(), |j| joint[j].0 == joint[j - 1].0, |a, b, r| {
-        for &(_, k) in &joint[a..b] {
-            f(k, r);
-        }
-        less += run_less(b - a);
-    });
-    untied_sum_sq(joint.len()) - less as f64 / 12.0
-}
-
 /// Twelve times how much a run of `m` tied ranks (each the run's average) lowers
 /// Σ (r − mid)² below the untied [`untied_sum_sq`]: m³ − m. Summed as integers and divided
 /// by 12 once (a multiple of 6 over 12, so exact): a division and a dependent add per run,
@@ -676,8 +679,12 @@ struct Scratch {
     /// `SortBuf::few`).
     sorts: Vec<SortBuf>,
     joint: Vec<(u64, u32)>,
+    /// The ties of the sorted row, then of the joint set where that differs.
+    ties: TieBits,
     /// The signal's ranks within the joint set, by stock.
     sr: Vec<f32>,
+    /// 1, 2, 3, ...: untied ranks, as many as the largest joint set so far.
+    ranks: Vec<f32>,
 }
 
 /// Scores a stream of signals in groups of [`SCORE_GROUP`] with
