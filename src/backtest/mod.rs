@@ -24,7 +24,7 @@
 mod stats;
 mod ties;
 
-pub use stats::{mean_std, pearson4, pearson_finite, pearson_many};
+pub use stats::{finite_bits, mean_std, pearson4, pearson_finite, pearson_many};
 
 use crate::data::{DataError, MarketData, Panel, Period, Splits};
 use crate::expr::kernels::cross::{tie_runs, SortBuf};
@@ -140,10 +140,11 @@ pub struct Scorer {
     /// are `main_groups[main_group_at[i]..main_group_at[i + 1]]`.
     main_groups: Vec<[u32; 2]>,
     main_group_at: Vec<u32>,
-    /// Per date (stride [`words`]`(n_assets)`), a bit per asset: whether its main label
-    /// is finite. The scorer tests signal stocks against it in sorted (random) order, and
-    /// 64 bytes stay in L1 where the 4 KB label row would not.
-    labelled: Vec<u64>,
+    /// Per date and row of [`labels`](Self::labels) (stride [`words`]`(n_assets)`), a bit
+    /// per asset: whether that label is finite. The scorer tests signal stocks against the
+    /// main label's in sorted (random) order, where 64 bytes stay in L1 and the 4 KB label
+    /// row would not, and the Pearson passes test eight cells' bits at once.
+    label_ok: Vec<u64>,
 }
 
 
@@ -198,7 +199,8 @@ impl Scorer {
         }
         drop(extra);
         let words = words(na);
-        let mut labelled = vec![0u64; (end - start) * words];
+        let mut label_ok = vec![0u64; labels.len().div_ceil(na.max(1)) * words];
+        label_ok.par_chunks_mut(words).zip(labels.par_chunks(na.max(1))).for_each(|(bits, row)| bits.copy_from_slice(&finite_bits(row)));
         let mut main_ranks = vec![f32::NAN; main.rows.len()];
         let mut main_order = vec![0u32; main.rows.len()];
         let mut main_syy = vec![0.0; end - start];
@@ -206,17 +208,15 @@ impl Scorer {
         main_ranks
             .par_chunks_mut(na)
             .zip(main_order.par_chunks_mut(na))
-            .zip(labelled.par_chunks_mut(words))
             .zip(main.rows.par_chunks(na))
             .zip(main_syy.par_iter_mut().zip(groups.par_iter_mut()))
-            .for_each_init(SortBuf::default, |buf, ((((o, ord), bits), r), (syy, groups))| {
+            .for_each_init(SortBuf::default, |buf, (((o, ord), r), (syy, groups))| {
                 let sorted = buf.sort_finite(r);
                 let mid = (sorted.len() as f64 + 1.0) / 2.0;
                 tie_runs(sorted.len(), |j| sorted[j].0 == sorted[j - 1].0, |i, j, rk| {
                     for (p, &(_, a)) in sorted.iter().enumerate().take(j).skip(i) {
                         o[a as usize] = rk as f32;
                         ord[p] = a;
-                        bits[a as usize / 64] |= 1 << (a % 64);
                     }
                     *syy += (j - i) as f64 * (rk - mid) * (rk - mid);
                     if j - i > 1 {
@@ -230,7 +230,7 @@ impl Scorer {
             Some(*at)
         }));
         let main_groups = groups.concat();
-        Ok(Scorer { cfg, start, end, n_assets: na, labels, lanes, n_labelled: main.counts, main_ranks, main_syy, main_order, main_groups, main_group_at, labelled })
+        Ok(Scorer { cfg, start, end, n_assets: na, labels, lanes, n_labelled: main.counts, main_ranks, main_syy, main_order, main_groups, main_group_at, label_ok })
     }
 
     pub fn config(&self) -> &MetricsConfig {
@@ -420,7 +420,9 @@ impl Scorer {
         let from = (signal * share).min(len);
         crate::data::prefetch_l2(next[from..].as_ptr(), share.min(len - from));
         let w = words(na);
-        let bits = &self.labelled[i * w..(i + 1) * w];
+        // The main label's row of bits, then each extra horizon's.
+        let ok_rows = &self.label_ok[i * lanes * w..(i + 1) * lanes * w];
+        let bits = &ok_rows[..w];
         let labelled = |k: u32| (bits[k as usize / 64] >> (k % 64)) & 1 == 1;
 
         // One stable sort of the finite signal values serves every metric below.
@@ -439,7 +441,8 @@ impl Scorer {
         let (mut ic, mut n) = (f64::NAN, 0);
         for c in (0..horizons).step_by(4) {
             let rows: [&[f64]; 4] = std::array::from_fn(|j| &labels[(c + j) * na..(c + j + 1) * na]);
-            let (r, counts) = pearson4(sig, rows, min);
+            let ok: [&[u64]; 4] = std::array::from_fn(|j| &ok_rows[(c + j) * w..(c + j + 1) * w]);
+            let (r, counts) = pearson4(sig, rows, ok, min);
             for (k, v) in r.into_iter().enumerate().take(horizons - c) {
                 let v = if v.is_finite() { v } else { f64::NAN };
                 if c + k == 0 {

@@ -24,8 +24,8 @@ impl TieBits {
         self.words.clear();
         self.words.resize(n / 64 + 1, 0);
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F (checked just above); `words` holds
+        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("popcnt") {
+            // SAFETY: the CPU supports AVX-512F and POPCNT (checked just above); `words` holds
             // n / 64 + 1 words.
             self.repeats = unsafe { avx512::bits(sorted, &mut self.words) };
             return;
@@ -109,9 +109,9 @@ mod avx512 {
     /// key against the one before it. Returns the count of set bits.
     ///
     /// # Safety
-    /// The CPU must support AVX-512F, and `words` must hold at least
+    /// The CPU must support AVX-512F and POPCNT, and `words` must hold at least
     /// `sorted.len() / 64 + 1` words (cleared).
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,popcnt")]
     pub unsafe fn bits(sorted: &[(u64, u32)], words: &mut [u64]) -> usize {
         let n = sorted.len();
         assert!(words.len() > n / 64, "a word per 64 items and one more");
@@ -188,12 +188,12 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn vector_bits_equal_the_portable_ones() {
-        if !std::arch::is_x86_feature_detected!("avx512f") {
+        if !(std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("popcnt")) {
             return;
         }
         for row in rows() {
             let mut words = vec![0u64; row.len() / 64 + 1];
-            // SAFETY: the CPU has AVX-512F (checked above); words as required.
+            // SAFETY: the CPU has AVX-512F and POPCNT (checked above); words as required.
             let repeats = unsafe { super::avx512::bits(&row, &mut words) };
             let mut want = vec![0u64; row.len() / 64 + 1];
             for j in 1..row.len() {
