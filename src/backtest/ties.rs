@@ -121,27 +121,32 @@ mod avx512 {
         let keys_of = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
         let mut prev = _mm512_setzero_si512();
         let mut repeats = 0;
-        for q in 0..n.div_ceil(8) {
-            let lanes = tail8(n, q);
-            // Keys of items 8q .. 8q + 4 in the even lanes of `a`, the next four in `b`.
-            let spread = |m: u8| (0..4).fold(0u8, |acc, i| acc | ((m >> i) & 1) << (2 * i));
-            // SAFETY: only the keys of items below n are read.
-            let (a, b) = unsafe {
-                (
-                    _mm512_maskz_loadu_epi64(spread(lanes & 0x0f), p.add(16 * q)),
-                    _mm512_maskz_loadu_epi64(spread(lanes >> 4), p.add(16 * q + 8)),
-                )
-            };
-            let keys = _mm512_permutex2var_epi64(a, keys_of, b);
-            // Each key against the one before it: [previous register's last, this one's 0..6].
-            let before = _mm512_alignr_epi64::<7>(keys, prev);
-            let mut same = _mm512_mask_cmpeq_epu64_mask(lanes, keys, before);
-            if q == 0 {
-                same &= !1;
+        // Eight blocks of eight items per word, gathered in a register.
+        for (w, word) in words.iter_mut().enumerate().take(n.div_ceil(64)) {
+            let mut bits = 0u64;
+            for q in 8 * w..(8 * w + 8).min(n.div_ceil(8)) {
+                let lanes = tail8(n, q);
+                // Keys of items 8q .. 8q + 4 in the even lanes of `a`, the next four in `b`.
+                let spread = |m: u8| (0..4).fold(0u8, |acc, i| acc | ((m >> i) & 1) << (2 * i));
+                // SAFETY: only the keys of items below n are read.
+                let (a, b) = unsafe {
+                    (
+                        _mm512_maskz_loadu_epi64(spread(lanes & 0x0f), p.add(16 * q)),
+                        _mm512_maskz_loadu_epi64(spread(lanes >> 4), p.add(16 * q + 8)),
+                    )
+                };
+                let keys = _mm512_permutex2var_epi64(a, keys_of, b);
+                // Each key against the one before it: [previous register's last, this one's 0..6].
+                let before = _mm512_alignr_epi64::<7>(keys, prev);
+                prev = keys;
+                bits |= u64::from(_mm512_mask_cmpeq_epu64_mask(lanes, keys, before)) << (8 * (q % 8));
             }
-            prev = keys;
-            repeats += same.count_ones() as usize;
-            words[q / 8] |= u64::from(same) << (8 * (q % 8));
+            // (Item 0 has no predecessor.)
+            if w == 0 {
+                bits &= !1;
+            }
+            repeats += bits.count_ones() as usize;
+            *word = bits;
         }
         repeats
     }
