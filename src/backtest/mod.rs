@@ -407,11 +407,6 @@ impl Scorer {
         let mut day = Day { n_label: self.n_labelled[i], ..Day::default() };
         // The label rows below are read in the signal's sorted order, i.e. at random: ask
         // for their cache lines now so they arrive while the signal is being sorted.
-        if signal == 0 {
-            // (The group's later signals find them in cache.)
-            crate::data::prefetch(labels.as_ptr(), na * lanes);
-            crate::data::prefetch(self.main_ranks[row.clone()].as_ptr().cast(), na.div_ceil(2));
-        }
         // The next date's labels, read by every signal of the group after this date's:
         // each signal asks for its share, so that the requests do not queue up at once.
         let next = &self.labels[((i + 1) * na * lanes).min(self.labels.len())..];
