@@ -63,8 +63,8 @@ pub fn pearson4(x: &[f64], ys: [&[f64]; 4], finite: [&[u64]; 4], min: usize) -> 
     debug_assert!((0..4).all(|k| finite[k][..x.len().div_ceil(64)] == finite_bits(&ys[k][..x.len()])[..]), "pearson4: bits of other series");
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("popcnt") {
-        // SAFETY: the CPU has AVX-512F and POPCNT, every series is at least as long as x and every
-        // bitset covers x.
+        // SAFETY: the CPU has AVX-512F and POPCNT, every series is at least as long as x
+        // and every bitset covers x.
         let sums = unsafe { avx512::pass1(x, ys, finite) };
         return finish(x, |i| ys.map(|y| y[i]), min, sums, |mx, my| unsafe { avx512::pass2(x, ys, finite, mx, my) });
     }
@@ -224,7 +224,8 @@ mod avx512 {
     /// finite (series k's from its bitset `ok[k]`).
     ///
     /// # Safety
-    /// AVX-512F and POPCNT, every series at least as long as `x` and every bitset covering it.
+    /// AVX-512F and POPCNT, every series at least as long as `x` and every bitset
+    /// covering it.
     #[inline]
     #[target_feature(enable = "avx512f,popcnt")]
     unsafe fn sweep<const K: usize>(x: &[f64], ys: [&[f64]; K], ok: [&[u64]; K], mut f: impl FnMut(usize, __m512d, __m512d, __mmask8)) {

@@ -21,11 +21,12 @@ pub const MAX: usize = 512;
 pub const INDEX_BITS: u32 = 9;
 const _: () = assert!(MAX == 1 << INDEX_BITS);
 
-/// Whether the network runs on this CPU (it needs AVX-512F; checked once and cached by std).
+/// Whether the network runs on this CPU (it needs AVX-512F, and POPCNT to count the
+/// finite values; checked once and cached by std).
 pub fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f")
+        std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("popcnt")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -81,8 +82,8 @@ impl Packed {
         self.wide.resize(row.len() + 8, 0);
         self.keys.resize(row.len() + 16, 0);
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the CPU has AVX-512F, the row fits and both buffers have the room the
-        // kernels need (all checked above).
+        // SAFETY: the CPU has AVX-512F and POPCNT, the row fits and both buffers have the
+        // room the kernels need (all checked above).
         unsafe {
             let n = avx512::pack_finite(row, &mut self.wide, &mut self.keys);
             self.keys.truncate(n);
@@ -379,9 +380,9 @@ mod avx512 {
     /// (see the module doc) and returns how many there are.
     ///
     /// # Safety
-    /// The CPU must support AVX-512F, `row.len() <= 512`, `wide.len() >= row.len() + 8`
-    /// and `keys.len() >= row.len() + 16`.
-    #[target_feature(enable = "avx512f")]
+    /// The CPU must support AVX-512F and POPCNT, `row.len() <= 512`,
+    /// `wide.len() >= row.len() + 8` and `keys.len() >= row.len() + 16`.
+    #[target_feature(enable = "avx512f,popcnt")]
     pub unsafe fn pack_finite(row: &[f64], wide: &mut [u64], keys: &mut [u32]) -> usize {
         let (len, src, dst) = (row.len(), row.as_ptr(), wide.as_mut_ptr() as *mut i64);
         let zero = _mm512_setzero_pd();
