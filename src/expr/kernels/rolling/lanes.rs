@@ -528,6 +528,9 @@ unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool>
     let (one, du, never) = (_mm512_set1_epi64(1), _mm512_set1_epi64(d as i64), _mm512_set1_epi64(-1));
     let ill_k = _mm512_set1_pd(ILL_CONDITIONED);
     let (mut kx, mut ky, mut sx, mut sy, mut sxx, mut syy, mut sxy) = (zero, zero, zero, zero, zero, zero, zero);
+    // d·k² of each anchor, for the ill-conditioning test: the anchors move only at a
+    // refresh, so it is computed there (the same products, once per d steps).
+    let (mut dkkx, mut dkky) = (zero, zero);
     let (mut nbad, mut since, mut rx, mut ry) = (_mm512_setzero_si512(), never, _mm512_setzero_si512(), _mm512_setzero_si512());
     let (mut xp, mut yp) = (nan, nan);
     for t in 0..n {
@@ -561,15 +564,15 @@ unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool>
             sxx = _mm512_mask_mov_pd(sxx, refresh, e[4]);
             syy = _mm512_mask_mov_pd(syy, refresh, e[5]);
             sxy = _mm512_mask_mov_pd(sxy, refresh, e[6]);
+            dkkx = _mm512_mul_pd(_mm512_mul_pd(vdn, kx), kx);
+            dkky = _mm512_mul_pd(_mm512_mul_pd(vdn, ky), ky);
         }
         // Comoments::moments, operation for operation.
         let cov = by_d1(_mm512_sub_pd(sxy, by_d(_mm512_mul_pd(sx, sy))));
         let vx = by_d1(_mm512_sub_pd(sxx, by_d(_mm512_mul_pd(sx, sx))));
         let vy = by_d1(_mm512_sub_pd(syy, by_d(_mm512_mul_pd(sy, sy))));
-        let ill_of = |v: __m512d, s: __m512d, k: __m512d| {
-            _mm512_cmp_pd_mask::<_CMP_LE_OQ>(_mm512_mul_pd(v, vdn1), _mm512_mul_pd(ill_k, _mm512_add_pd(s, _mm512_mul_pd(_mm512_mul_pd(vdn, k), k))))
-        };
-        let ill = ill_of(vx, sxx, kx) | ill_of(vy, syy, ky);
+        let ill_of = |v: __m512d, s: __m512d, dkk: __m512d| _mm512_cmp_pd_mask::<_CMP_LE_OQ>(_mm512_mul_pd(v, vdn1), _mm512_mul_pd(ill_k, _mm512_add_pd(s, dkk)));
+        let ill = ill_of(vx, sxx, dkkx) | ill_of(vy, syy, dkky);
         let z = _mm512_cmpge_epu64_mask(rx, du) | _mm512_cmpge_epu64_mask(ry, du);
         let (c, vx, vy) = (_mm512_maskz_mov_pd(!z, cov), _mm512_maskz_mov_pd(!z, vx), _mm512_maskz_mov_pd(!z, vy));
         let r = if CORR {
