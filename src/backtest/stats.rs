@@ -161,8 +161,8 @@ fn pearson_cells<const K: usize>(x: &[f64], y: impl Fn(usize) -> [f64; K], min: 
     })
 }
 
-/// From the first pass's sums (count per series, Σx, Σy per series and lane): the means, the second
-/// pass (`pass2(mx, my)` returns Σ(x−mx)(y−my), Σ(x−mx)², Σ(y−my)²) unless no series has
+/// From the first pass's sums (count per series, Σx, Σy per series and lane): the means,
+/// the second pass (`pass2(mx, my)` returns Σ(x−mx)(y−my), Σ(x−mx)², Σ(y−my)²) unless no series has
 /// enough cells, and the correlations with their counts of cells.
 #[inline(always)]
 fn finish<const K: usize>(
@@ -224,10 +224,9 @@ mod avx512 {
     /// finite (series k's from its bitset `ok[k]`).
     ///
     /// # Safety
-    /// AVX-512F and POPCNT, every series at least as long as `x` and every bitset
-    /// covering it.
+    /// AVX-512F, every series at least as long as `x` and every bitset covering it.
     #[inline]
-    #[target_feature(enable = "avx512f,popcnt")]
+    #[target_feature(enable = "avx512f")]
     unsafe fn sweep<const K: usize>(x: &[f64], ys: [&[f64]; K], ok: [&[u64]; K], mut f: impl FnMut(usize, __m512d, __m512d, __mmask8)) {
         let len = x.len();
         for q in 0..len.div_ceil(L) {
@@ -249,7 +248,7 @@ mod avx512 {
     }
 
     /// # Safety
-    /// As for [`sweep`].
+    /// As for [`sweep`], and POPCNT.
     #[target_feature(enable = "avx512f,popcnt")]
     pub unsafe fn pass1<const K: usize>(x: &[f64], ys: [&[f64]; K], ok: [&[u64]; K]) -> ([f64; K], Acc<K>, Acc<K>) {
         let z = _mm512_setzero_pd();
@@ -276,7 +275,7 @@ mod avx512 {
 
     /// # Safety
     /// As for [`sweep`].
-    #[target_feature(enable = "avx512f,popcnt")]
+    #[target_feature(enable = "avx512f")]
     pub unsafe fn pass2<const K: usize>(x: &[f64], ys: [&[f64]; K], ok: [&[u64]; K], mx: [f64; K], my: [f64; K]) -> (Acc<K>, Acc<K>, Acc<K>) {
         let z = _mm512_setzero_pd();
         let (mut cxy, mut cxx, mut cyy) = ([z; K], [z; K], [z; K]);
