@@ -25,8 +25,8 @@ impl Distinct {
     /// than [`FEW`] or the CPU has no AVX-512.
     pub fn of(row: &[f64]) -> Option<Distinct> {
         #[cfg(target_arch = "x86_64")]
-        if super::netsort::available() && std::arch::is_x86_feature_detected!("popcnt") {
-            // SAFETY: the CPU has AVX-512F and POPCNT (checked just above).
+        if super::netsort::available() {
+            // SAFETY: the CPU has AVX-512F and POPCNT (both checked by `available`).
             return unsafe { avx512::distinct(row) };
         }
         let _ = row;
