@@ -88,7 +88,7 @@ fn benches(c: &mut Criterion) {
     // eight assets interleaved ([group][date][lane], what the rolling kernels transpose to).
     let (mut b1, mut b2, mut b3, mut b4) = (vec![0.0; nd * na + W], vec![0.0; nd * na + W], vec![0.0; nd * na + W], vec![0.0; nd * na + W]);
     let asset_major = aligned(&mut b1, nd * na);
-    asset_major.copy_from_slice(close.as_slice());
+    asset_major.copy_from_slice(&close.to_asset_major());
     let asset_major = &*asset_major;
     let date_major = aligned(&mut b2, nd * na);
     transpose(asset_major, nd, date_major);

@@ -49,7 +49,7 @@ fn unsorted_csv_gives_the_same_panels_as_sorted_parquet() {
     assert_eq!(csv.symbols, pq.symbols);
     for (k, p) in &pq.fields {
         let q = &csv.fields[k];
-        assert!(p.as_slice().iter().zip(q.as_slice()).all(|(a, b)| (a - b).abs() <= 1e-9 * a.abs().max(1.0) || (a.is_nan() && b.is_nan())), "field {k}");
+        assert!(p.to_asset_major().iter().zip(q.to_asset_major().iter()).all(|(a, b)| (a - b).abs() <= 1e-9 * a.abs().max(1.0) || (a.is_nan() && b.is_nan())), "field {k}");
     }
 }
 
@@ -145,9 +145,9 @@ fn yahoo_style_column_names_load_as_the_standard_ones() {
     // expression can use.
     for k in ["open", "high", "low", "close", "volume"] {
         let (p, q) = (&pq.fields[k], &y.fields[k]);
-        assert!(p.as_slice().iter().zip(q.as_slice()).all(|(a, b)| (a - b).abs() <= 1e-9 * a.abs().max(1.0) || (a.is_nan() && b.is_nan())), "field {k}");
+        assert!(p.to_asset_major().iter().zip(q.to_asset_major().iter()).all(|(a, b)| (a - b).abs() <= 1e-9 * a.abs().max(1.0) || (a.is_nan() && b.is_nan())), "field {k}");
     }
-    assert_eq!(y.fields["cash_dividend"].as_slice(), pq.fields["dividend"].as_slice());
+    assert_eq!(y.fields["cash_dividend"].to_asset_major(), pq.fields["dividend"].to_asset_major());
     assert!(!y.fields.contains_key("adj close") && !y.fields.contains_key("adj_close") && !y.fields.contains_key("ticker"));
     // What `data info` reports (case alone is not worth a line).
     let read_as: Vec<(&str, &str)> = y.read_as.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
@@ -159,7 +159,7 @@ fn yahoo_style_column_names_load_as_the_standard_ones() {
     let p = write(dir.path(), "both.csv", "date,symbol,ticker,open,high,low,close,volume\n2015-01-02,AAA,7,1,1,1,1,10\n2015-01-02,BBB,8,1,1,1,1,10\n");
     let d = load(&p, &LoadOptions::default()).expect("loads");
     assert_eq!(d.symbols, ["AAA", "BBB"]);
-    assert_eq!(d.fields["ticker"].as_slice(), &[7.0, 8.0]);
+    assert_eq!(d.fields["ticker"].to_asset_major(), &[7.0, 8.0]);
 }
 
 #[test]
@@ -179,7 +179,7 @@ fn a_true_vwap_and_a_market_cap_column_are_used() {
     let none = &alphaloop::expr::NoAlphas;
     let vwap = alphaloop::expr::eval_expr("vwap", &d, none).expect("vwap");
     let want = alphaloop::expr::eval_expr("high * 0.25 + low * 0.75", &d, none).expect("adjusted prices");
-    assert!(vwap.as_slice().iter().zip(want.as_slice()).all(|(a, b)| (a - b).abs() <= 1e-9 * a.abs() || (a.is_nan() && b.is_nan())));
+    assert!(vwap.to_asset_major().iter().zip(want.to_asset_major().iter()).all(|(a, b)| (a - b).abs() <= 1e-9 * a.abs() || (a.is_nan() && b.is_nan())));
     // cap is in dollars: not adjusted.
     let cap = alphaloop::expr::eval_expr("cap", &d, none).expect("cap");
     // The file's first row is the first date of its symbol.
@@ -189,7 +189,7 @@ fn a_true_vwap_and_a_market_cap_column_are_used() {
     assert!((cap.get(0, a) - close_raw * 1e6).abs() < 1e-3, "{}", cap.get(0, a));
     // Alpha 56 evaluates here; on the shipped data it names the missing field.
     let a56 = "(0 - (1 * (rank((sum(returns, 10) / sum(sum(returns, 2), 3))) * rank((returns * cap)))))";
-    assert!(alphaloop::expr::eval_expr(a56, &d, none).expect("alpha 56").as_slice().iter().any(|v| v.is_finite()));
+    assert!(alphaloop::expr::eval_expr(a56, &d, none).expect("alpha 56").to_asset_major().iter().any(|v| v.is_finite()));
     let e = alphaloop::expr::eval_expr(a56, sample(), none).expect_err("no cap in the sample").to_string();
     assert!(e.contains("field 'cap'"), "{e}");
     assert!(sample().vwap_is_typical());

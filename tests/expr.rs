@@ -16,7 +16,7 @@ fn ev(e: &str) -> Panel {
 
 /// Equal values and equal NaN pattern.
 fn same(a: &Panel, b: &Panel) -> bool {
-    a.n_dates() == b.n_dates() && a.as_slice().iter().zip(b.as_slice()).all(|(x, y)| x == y || (x.is_nan() && y.is_nan()))
+    a.n_dates() == b.n_dates() && a.to_asset_major().iter().zip(b.to_asset_major().iter()).all(|(x, y)| x == y || (x.is_nan() && y.is_nan()))
 }
 
 /// Equal, or both NaN.
@@ -55,18 +55,18 @@ fn errors_name_the_position_and_suggest() {
 fn arithmetic_and_logic_follow_the_conventions() {
     let d = sample();
     let q = ev("close / (close - close)");
-    assert!(q.as_slice().iter().all(|v| v.is_nan()), "division by zero is NaN, never inf");
+    assert!(q.to_asset_major().iter().all(|v| v.is_nan()), "division by zero is NaN, never inf");
     let c = ev("delay(close, 1) < close");
-    assert!(c.as_slice().iter().all(|v| v.is_nan() || *v == 0.0 || *v == 1.0));
+    assert!(c.to_asset_major().iter().all(|v| v.is_nan() || *v == 0.0 || *v == 1.0));
     for a in 0..d.n_assets() {
         assert!(c.get(0, a).is_nan(), "comparison with NaN is NaN");
     }
     let t = ev("delay(close, 1) < close ? 1 : -1");
     assert!(t.get(0, 0).is_nan(), "a NaN condition gives NaN");
-    assert_eq!(ev("log(close - close)").as_slice().iter().filter(|v| v.is_finite()).count(), 0);
+    assert_eq!(ev("log(close - close)").to_asset_major().iter().filter(|v| v.is_finite()).count(), 0);
     let sp = ev("signedpower(returns, 2)");
     let r = ev("returns");
-    for (s, r) in sp.as_slice().iter().zip(r.as_slice()) {
+    for (s, r) in sp.to_asset_major().iter().zip(r.to_asset_major().iter()) {
         if r.is_finite() {
             assert!((s - r.signum() * r * r).abs() < 1e-15);
         }
@@ -74,29 +74,29 @@ fn arithmetic_and_logic_follow_the_conventions() {
     // The fast paths: `x ^ 2` is the rounded square (numpy's `x ** 2`), `x ^ 1` is x,
     // `x ^ 0.5` the square root (NaN below zero), and `signedpower(x, 2)` the signed
     // square; a general exponent still goes to pow.
-    for (v, r) in ev("returns ^ 0.5").as_slice().iter().zip(r.as_slice()) {
+    for (v, r) in ev("returns ^ 0.5").to_asset_major().iter().zip(r.to_asset_major().iter()) {
         assert!(same_cell(*v, r.sqrt()) && (*r >= 0.0 || v.is_nan()), "{r} ^ 0.5 = {v}");
     }
     let (sq, one, r3) = (ev("returns ^ 2"), ev("returns ^ 1"), ev("abs(returns) ^ 3"));
-    for (((s, o), c), (r, p)) in sq.as_slice().iter().zip(one.as_slice()).zip(r3.as_slice()).zip(r.as_slice().iter().zip(sp.as_slice())) {
+    for (((s, o), c), (r, p)) in sq.to_asset_major().iter().zip(one.to_asset_major().iter()).zip(r3.to_asset_major().iter()).zip(r.to_asset_major().iter().zip(sp.to_asset_major().iter())) {
         assert!(same_cell(*s, r * r) && same_cell(*o, *r) && same_cell(*c, r.abs().powf(3.0)));
         assert!(same_cell(*p, if *r == 0.0 { 0.0 } else { r * r.abs() }));
     }
     // signedpower(x, a) = sign(x) · |x|^a with sign(0) = 0: at a zero, 0 for a ≥ 0 (not
     // 0^0 = 1) and NaN for a < 0 (0 · inf; never inf).
-    let zeros = r.as_slice().iter().filter(|v| **v == 0.0).count();
+    let zeros = r.to_asset_major().iter().filter(|v| **v == 0.0).count();
     assert!(zeros > 0, "the sample has unchanged closes");
     for (e, at_zero) in [("0", 0.0), ("0.5", 0.0), ("-1", f64::NAN)] {
         let p = ev(&format!("signedpower(returns, {e})"));
         let ex: f64 = e.parse().expect("a number");
-        for (v, r) in p.as_slice().iter().zip(r.as_slice()) {
+        for (v, r) in p.to_asset_major().iter().zip(r.to_asset_major().iter()) {
             let want = if r.is_nan() { f64::NAN } else if *r == 0.0 { at_zero } else { r.signum() * r.abs().powf(ex) };
             assert!(same_cell(*v, want), "signedpower({r}, {e}) = {v}, want {want}");
         }
     }
     // sign: ±1 for non-zero values (infinities included), zero keeps its sign, NaN stays.
     let sg = ev("sign(returns)");
-    for (g, r) in sg.as_slice().iter().zip(r.as_slice()) {
+    for (g, r) in sg.to_asset_major().iter().zip(r.to_asset_major().iter()) {
         let want = if r.is_nan() { f64::NAN } else if *r == 0.0 { *r } else { r.signum() };
         assert!(same_cell(*g, want) && g.is_sign_negative() == want.is_sign_negative(), "sign({r}) = {g}");
     }
@@ -108,9 +108,10 @@ fn arithmetic_and_logic_follow_the_conventions() {
     ] {
         let w = ev(e);
         let (c, o) = (&d.fields["close"], &d.fields["open"]);
-        for (i, v) in w.as_slice().iter().enumerate() {
-            let rv = r.as_slice()[i];
-            let want = if rv.is_nan() { f64::NAN } else { f(rv, c.as_slice()[i], o.as_slice()[i]) };
+        let (r, c, o) = (r.to_asset_major(), c.to_asset_major(), o.to_asset_major());
+        for (i, v) in w.to_asset_major().iter().enumerate() {
+            let rv = r[i];
+            let want = if rv.is_nan() { f64::NAN } else { f(rv, c[i], o[i]) };
             assert!(same_cell(*v, want), "{e} at cell {i}: {v} != {want}");
         }
     }
@@ -187,7 +188,7 @@ fn cross_sectional_zscore_and_thread_count_independence() {
     let expr = "rank(ts_corr(rank(volume), rank(close), 10)) * cs_zscore(ts_zscore(returns, 20)) + scale(indneutralize(delta(close, 3), IndClass.sector))";
     let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("pool").install(|| ev(expr));
     let two = rayon::ThreadPoolBuilder::new().num_threads(2).build().expect("pool").install(|| ev(expr));
-    assert!(one.as_slice().iter().zip(two.as_slice()).all(|(a, b)| a.to_bits() == b.to_bits()));
+    assert!(one.to_asset_major().iter().zip(two.to_asset_major().iter()).all(|(a, b)| a.to_bits() == b.to_bits()));
 }
 
 #[test]
@@ -223,7 +224,7 @@ fn symmetric_operators_share_one_node_whatever_the_argument_order() {
         assert_eq!(c.add(x).expect("compiles"), c.add(y).expect("compiles"), "{x} and {y}");
         // Sharing is only sound because the kernels are symmetric bit for bit.
         let (a, b) = (ev(x), ev(y));
-        assert!(a.as_slice().iter().zip(b.as_slice()).all(|(p, q)| p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan())), "{x} and {y} differ");
+        assert!(a.to_asset_major().iter().zip(b.to_asset_major().iter()).all(|(p, q)| p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan())), "{x} and {y} differ");
     }
     // Not symmetric: these stay apart.
     assert_ne!(c.add("close - open").expect("compiles"), c.add("open - close").expect("compiles"));
@@ -242,7 +243,7 @@ fn alpha_references_resolve_and_cycles_are_caught() {
     let d = sample();
     let r = eval_expr("alpha:rev", d, &set).expect("resolves");
     let m = eval_expr("delta(close, 5)", d, &NoAlphas).expect("plain");
-    assert!(r.as_slice().iter().zip(m.as_slice()).all(|(x, y)| (x.is_nan() && y.is_nan()) || *x == -y));
+    assert!(r.to_asset_major().iter().zip(m.to_asset_major().iter()).all(|(x, y)| (x.is_nan() && y.is_nan()) || *x == -y));
     let e = eval_expr("alpha:a * 2", d, &set).expect_err("cycle");
     assert!(e.to_string().contains("alpha reference cycle: a -> b -> a"), "{e}");
     let e = eval_expr("alpha:mon", d, &set).expect_err("unknown");
@@ -279,7 +280,7 @@ fn every_operator_overwrites_recycled_buffers() {
         recycled |= Panel::scratch(nd, na).as_slice().contains(&SENTINEL);
         let again = ev(e);
         assert!(same(&clean, &again), "{e}: differs when evaluated into recycled buffers");
-        assert!(!again.as_slice().contains(&SENTINEL), "{e}: a recycled cell was not overwritten");
+        assert!(!again.to_asset_major().contains(&SENTINEL), "{e}: a recycled cell was not overwritten");
     }
     assert!(recycled, "no recycled buffer was ever handed out");
 }

@@ -286,7 +286,7 @@ fn lane_kernels_equal_the_one_asset_kernels_on_real_data() {
             let mut want = vec![0.0; d.n_dates()];
             let mut finite = 0;
             for a in 0..d.n_assets() {
-                one(x.series(a), y.series(a), w, &mut want);
+                one(&x.series(a), &y.series(a), w, &mut want);
                 for (t, (g, e)) in lanes.series(a).iter().zip(&want).enumerate() {
                     assert!(g.to_bits() == e.to_bits() || (g.is_nan() && e.is_nan()), "{name}, d = {w}, asset {a}, day {t}: lanes {g}, one-asset {e}");
                     finite += usize::from(e.is_finite());
@@ -381,7 +381,7 @@ fn two_day_correlation_is_exactly_plus_or_minus_one() {
     let mut signs = [0usize; 2];
     for a in 0..data.n_assets() {
         let (x, y) = (close.series(a), volume.series(a));
-        rolling::corr(x, y, 2, &mut one);
+        rolling::corr(&x, &y, 2, &mut one);
         assert!(one[0].is_nan() && lanes.get(0, a).is_nan());
         for t in 1..data.n_dates() {
             let (dx, dy) = (x[t] - x[t - 1], y[t] - y[t - 1]);

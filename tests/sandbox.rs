@@ -54,7 +54,7 @@ fn python_signal_equals_the_same_expression() {
     let code = "from alphaloop_factor import Factor\nclass F(Factor):\n    inputs = ['close']\n    def calc(self, data):\n        c = data['close']\n        return c / c.shift(5) - 1\n";
     let py = sb.evaluate(code, None).expect("runs").signal;
     let ex = alphaloop::expr::eval_expr("close / delay(close, 5) - 1", common::sample(), &alphaloop::seeds::AlphaSet::default()).expect("expr");
-    let (a, b) = (py.as_slice(), ex.as_slice());
+    let (a, b) = (py.to_asset_major(), ex.to_asset_major());
     assert_eq!(a.len(), b.len());
     for (x, y) in a.iter().zip(b) {
         assert!((x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-12 * y.abs().max(1.0), "{x} vs {y}");
@@ -69,9 +69,9 @@ fn numpy_and_polars_in_and_out() {
     let pl = "import polars as pl\nfrom alphaloop_factor import Factor\nclass F(Factor):\n    inputs = ['close']\n    input_type = 'polars'\n    def calc(self, data):\n        c = data['close']\n        syms = [s for s in c.columns if s != 'date']\n        return c.select([pl.col('date')] + [(pl.col(s) / pl.col(s).shift(5) - 1).alias(s) for s in syms])\n";
     let a = sb.evaluate(np, None).expect("numpy").signal;
     let b = sb.evaluate(pl, None).unwrap_or_else(|v| panic!("polars: {v}")).signal;
-    let n = a.as_slice().iter().filter(|x| x.is_finite()).count();
-    assert!(n > a.as_slice().len() / 2);
-    for (x, y) in a.as_slice().iter().zip(b.as_slice()) {
+    let n = a.to_asset_major().iter().filter(|x| x.is_finite()).count();
+    assert!(n > a.to_asset_major().len() / 2);
+    for (x, y) in a.to_asset_major().iter().zip(b.to_asset_major().iter()) {
         assert!((x.is_nan() && y.is_nan()) || (x - y).abs() < 1e-12, "{x} vs {y}");
     }
 }

@@ -61,7 +61,7 @@ fn the_example_equals_the_expression_bit_for_bit() {
     let ev = WasmProgram::new(&text, cfg()).expect("compiles").evaluate(sample()).expect("accepted");
     assert!(ev.lookahead.is_clean());
     let want = alphaloop::expr::eval_expr("close / delay(close, 5) - 1", sample(), &alphaloop::expr::NoAlphas).expect("eval");
-    let (got, want) = (ev.signal.as_slice(), want.as_slice());
+    let (got, want) = (ev.signal.to_asset_major(), want.to_asset_major());
     assert_eq!(got.len(), want.len());
     let same = got.iter().zip(want).filter(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())).count();
     assert_eq!(same, got.len(), "cells that differ: {}", got.len() - same);

@@ -10,7 +10,7 @@ mod split;
 
 pub use date::Date;
 pub use load::{load, load_groups, LoadOptions};
-pub use panel::{gather_date_block, pool, prefetch, prefetch_l2, scatter_date_block, transpose, with_avx512, Panel};
+pub use panel::{gather_date_block, pool, prefetch, prefetch_l2, scatter_date_block, transpose, with_avx512, Panel, LANES};
 pub use split::{Period, Splits};
 
 use std::collections::BTreeMap;
@@ -131,8 +131,11 @@ impl MarketData {
         self.dates.hash(&mut h);
         self.symbols.hash(&mut h);
         if let Some(c) = self.fields.get("close") {
-            for v in c.as_slice().iter().step_by(97) {
-                v.to_bits().hash(&mut h);
+            // Every 97th cell in asset-major order (the order of earlier versions, so
+            // that saved fingerprints still match).
+            let nd = c.n_dates().max(1);
+            for i in (0..c.n_dates() * c.n_assets()).step_by(97) {
+                c.get(i % nd, i / nd).to_bits().hash(&mut h);
             }
         }
         format!("{:016x}", h.finish())

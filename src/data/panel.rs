@@ -1,18 +1,31 @@
 //! The dense dates × assets panel every kernel works on.
 //!
-//! Storage is asset-major (each asset's time series is one contiguous slice), because most
-//! operators are time-series ones that walk a single asset's history. Cross-sectional
-//! kernels transpose blocks into a date-major scratch buffer instead of striding.
+//! Storage is in groups of [`LANES`] (eight) assets: each group holds its dates one after
+//! another, and each date the group's eight assets side by side, so that asset
+//! `g * 8 + l` on date t is cell `(g * n_dates + t) * 8 + l` (KunQuant's "STs" layout).
+//! Why: the time-series kernels walk eight assets at once, one per vector lane, and find
+//! their eight series already interleaved, one cache line per date; a cross-sectional
+//! kernel gathers a date's row as one line per group instead of one cell per asset. With
+//! asset-major storage both had to transpose, about 15 % of the alpha101 batch
+//! (benches/README.md, session 30). A last group of fewer than eight assets is padded: its
+//! spare lanes hold NaN or whatever a kernel computed from them, and are never read as data.
 
-use ndarray::{ArrayView2, ShapeBuilder};
 use rayon::prelude::*;
 
-/// A dates × assets panel of `f64`, NaN for missing, stored asset-major.
-#[derive(Clone, Debug, PartialEq)]
+/// Assets per group: one AVX-512 vector of `f64`, one cache line.
+pub const LANES: usize = 8;
+
+/// A dates × assets panel of `f64`, NaN for missing, stored in groups of [`LANES`] assets.
+#[derive(Clone, Debug)]
 pub struct Panel {
     n_dates: usize,
     n_assets: usize,
     data: Vec<f64>,
+}
+
+/// Cells of the buffer of an `n_dates × n_assets` panel (the last group padded).
+fn cells(n_dates: usize, n_assets: usize) -> usize {
+    n_assets.div_ceil(LANES) * n_dates * LANES
 }
 
 impl Panel {
@@ -25,27 +38,39 @@ impl Panel {
     /// of about this size when there is one (its old values are still in it), else zeroed
     /// memory straight from the allocator. See [`pool`].
     pub fn scratch(n_dates: usize, n_assets: usize) -> Panel {
-        Panel { n_dates, n_assets, data: pool::take(n_dates * n_assets) }
+        Panel { n_dates, n_assets, data: pool::take(cells(n_dates, n_assets)) }
     }
 
     /// A panel filled with one value.
     pub fn filled(n_dates: usize, n_assets: usize, v: f64) -> Panel {
-        Panel { n_dates, n_assets, data: vec![v; n_dates * n_assets] }
+        Panel { n_dates, n_assets, data: vec![v; cells(n_dates, n_assets)] }
     }
 
-    /// Wraps an asset-major buffer (`data[asset * n_dates + date]`).
+    /// Builds a panel from an asset-major buffer (`data[asset * n_dates + date]`).
     ///
     /// # Panics
     /// If the buffer length is not `n_dates * n_assets` (a programming error, never data).
     pub fn from_asset_major(n_dates: usize, n_assets: usize, data: Vec<f64>) -> Panel {
         assert_eq!(data.len(), n_dates * n_assets, "panel buffer has the wrong length");
-        Panel { n_dates, n_assets, data }
+        let mut p = Panel::nan(n_dates, n_assets);
+        if n_dates > 0 {
+            p.data.par_chunks_mut(n_dates * LANES).zip(data.par_chunks(n_dates * LANES)).for_each(|(g, s)| {
+                // The group's (up to eight) series, n_dates each, as the rows of a
+                // transpose into n_dates rows of eight.
+                let rows = s.len() / n_dates;
+                // SAFETY: `s` holds rows × n_dates cells and `g` n_dates × LANES.
+                unsafe { transpose_into(s.as_ptr(), n_dates, g.as_mut_ptr(), LANES, rows, n_dates) }
+            });
+        }
+        p
     }
 
     /// Builds a panel from a date-major buffer (`data[date * n_assets + asset]`).
     pub fn from_date_major(n_dates: usize, n_assets: usize, data: &[f64]) -> Panel {
+        assert_eq!(data.len(), n_dates * n_assets, "panel buffer has the wrong length");
         let mut p = Panel::nan(n_dates, n_assets);
-        transpose_strided(data, n_assets, &mut p.data, n_dates, n_assets);
+        // SAFETY: `p` holds the panel's cells, and `data` every date's row.
+        unsafe { scatter_date_block(p.data.as_mut_ptr(), n_dates, n_assets, 0, data) };
         p
     }
 
@@ -57,24 +82,43 @@ impl Panel {
         self.n_assets
     }
 
+    /// Groups of [`LANES`] assets (the last one padded).
+    pub fn n_groups(&self) -> usize {
+        self.n_assets.div_ceil(LANES)
+    }
+
+    #[inline]
+    fn index(&self, date: usize, asset: usize) -> usize {
+        debug_assert!(date < self.n_dates && asset < self.n_assets);
+        ((asset / LANES) * self.n_dates + date) * LANES + asset % LANES
+    }
+
     /// Value at (date, asset).
     #[inline]
     pub fn get(&self, date: usize, asset: usize) -> f64 {
-        self.data[asset * self.n_dates + date]
+        self.data[self.index(date, asset)]
     }
 
     #[inline]
     pub fn set(&mut self, date: usize, asset: usize, v: f64) {
-        self.data[asset * self.n_dates + date] = v;
+        let i = self.index(date, asset);
+        self.data[i] = v;
     }
 
-    /// One asset's full time series.
-    #[inline]
-    pub fn series(&self, asset: usize) -> &[f64] {
-        &self.data[asset * self.n_dates..(asset + 1) * self.n_dates]
+    /// A copy of one asset's full time series.
+    pub fn series(&self, asset: usize) -> Vec<f64> {
+        let g = &self.data[(asset / LANES) * self.n_dates * LANES..];
+        g.iter().skip(asset % LANES).step_by(LANES).take(self.n_dates).copied().collect()
     }
 
-    /// The raw asset-major buffer.
+    /// One group's cells: `n_dates` rows of [`LANES`] assets.
+    pub fn group(&self, g: usize) -> &[f64] {
+        let n = self.n_dates * LANES;
+        &self.data[g * n..(g + 1) * n]
+    }
+
+    /// The raw buffer, in groups of [`LANES`] assets (padding included): for kernels to
+    /// which the layout does not matter (element-wise maps) or that walk the groups.
     pub fn as_slice(&self) -> &[f64] {
         &self.data
     }
@@ -83,46 +127,71 @@ impl Panel {
         &mut self.data
     }
 
-    /// Iterates mutable per-asset series in parallel.
-    pub fn par_series_mut(&mut self) -> rayon::slice::ChunksMut<'_, f64> {
-        let n = self.n_dates.max(1);
+    /// Iterates the mutable groups ([`group`](Self::group)) in parallel.
+    pub fn par_groups_mut(&mut self) -> rayon::slice::ChunksMut<'_, f64> {
+        let n = (self.n_dates * LANES).max(1);
         self.data.par_chunks_mut(n)
     }
 
-    /// A zero-copy `ndarray` view with shape (dates, assets).
-    pub fn view(&self) -> ArrayView2<'_, f64> {
-        // Column-major (Fortran) layout of a (dates, assets) array is exactly asset-major.
-        ArrayView2::from_shape((self.n_dates, self.n_assets).f(), &self.data)
-            .expect("panel shape matches its buffer")
+    /// An asset-major copy (`out[asset * n_dates + date]`), for readers outside the
+    /// engine (files, Python, WebAssembly).
+    pub fn to_asset_major(&self) -> Vec<f64> {
+        let (nd, na) = (self.n_dates, self.n_assets);
+        let mut out = vec![f64::NAN; nd * na];
+        if nd > 0 {
+            out.par_chunks_mut(nd * LANES).zip(self.data.par_chunks(nd * LANES)).for_each(|(o, g)| {
+                let rows = o.len() / nd;
+                // SAFETY: `g` holds nd × LANES cells, of which the first `rows` columns are
+                // read, and `o` rows × nd.
+                unsafe { transpose_into(g.as_ptr(), LANES, o.as_mut_ptr(), nd, nd, rows) }
+            });
+        }
+        out
+    }
+
+    /// Every real cell (padding left out), in no particular order.
+    pub fn values(&self) -> impl Iterator<Item = f64> + '_ {
+        let (nd, na) = (self.n_dates, self.n_assets);
+        self.data.chunks(LANES).enumerate().flat_map(move |(i, row)| {
+            let g = i / nd.max(1);
+            row[..LANES.min(na - g * LANES)].iter().copied()
+        })
     }
 
     /// The first `n` dates only (used to cut a panel at a period's end so that nothing
     /// after it can be read).
     pub fn truncate_dates(&self, n: usize) -> Panel {
         let n = n.min(self.n_dates);
-        let mut data = Vec::with_capacity(n * self.n_assets);
-        for a in 0..self.n_assets {
-            data.extend_from_slice(&self.series(a)[..n]);
+        let mut data = Vec::with_capacity(cells(n, self.n_assets));
+        for g in 0..self.n_groups() {
+            data.extend_from_slice(&self.group(g)[..n * LANES]);
         }
         Panel { n_dates: n, n_assets: self.n_assets, data }
     }
 
     /// Date-major copy (`out[date * n_assets + asset]`) of dates `from..to`.
     pub fn to_date_major(&self, from: usize, to: usize, out: &mut Vec<f64>) {
-        let nd = to - from;
-        // Not cleared first: the transpose writes every cell.
-        out.resize(nd * self.n_assets, f64::NAN);
-        // Asset a's dates start at a * n_dates + from: a rows × cols transpose with a
-        // source row stride of n_dates.
-        transpose_strided(&self.data[from.min(self.data.len())..], self.n_dates, out, self.n_assets, nd);
+        assert!(from <= to && to <= self.n_dates, "dates inside the panel");
+        // Not cleared first: the gather writes every cell.
+        out.resize((to - from) * self.n_assets, f64::NAN);
+        // SAFETY: the panel's own cells, dates from..to of which fit (asserted above).
+        unsafe { gather_date_block(self.data.as_ptr(), self.n_dates, self.n_assets, from, out) };
     }
 
     /// Share of cells that are not finite.
     pub fn missing_share(&self) -> f64 {
-        if self.data.is_empty() {
+        let n = self.n_dates * self.n_assets;
+        if n == 0 {
             return 0.0;
         }
-        self.data.iter().filter(|v| !v.is_finite()).count() as f64 / self.data.len() as f64
+        self.values().filter(|v| !v.is_finite()).count() as f64 / n as f64
+    }
+}
+
+/// Equal shapes and equal real cells (padding left out); NaN equals nothing, as for f64.
+impl PartialEq for Panel {
+    fn eq(&self, other: &Panel) -> bool {
+        (self.n_dates, self.n_assets) == (other.n_dates, other.n_assets) && self.values().eq(other.values())
     }
 }
 
@@ -401,43 +470,78 @@ fn transpose_strided(src: &[f64], stride: usize, dst: &mut [f64], rows: usize, c
     unsafe { transpose_into(src.as_ptr(), stride, dst.as_mut_ptr(), rows, rows, cols) }
 }
 
-/// Writes a date-major block (`block[j * na + a]` for dates `t0 + j`) into an asset-major
-/// buffer of `nd` dates per asset that starts at `dst`.
+/// Writes a date-major block (`block[j * na + a]` for dates `t0 + j`) into the buffer of a
+/// panel of `nd` dates and `na` assets that starts at `dst`: one line per group and date.
 ///
 /// # Safety
-/// `dst` must point to a live buffer of at least `nd * na` cells, the block must fit
-/// (`t0 + block.len() / na <= nd`), and no other thread may read or write these cells
-/// (dates `t0..t0 + rows` of every asset) during the call. Other threads may write other
-/// dates of the same buffer: each write goes through the raw pointer, never through a
-/// reference spanning the whole buffer.
+/// `dst` must point to a live panel buffer of `nd` dates and `na` assets, the block must
+/// fit (`t0 + block.len() / na <= nd`), and no other thread may read or write these
+/// cells (dates `t0..t0 + rows` of every asset) during the call. Other threads may write
+/// other dates of the same buffer: each write goes through the raw pointer, never through
+/// a reference spanning the whole buffer.
 pub unsafe fn scatter_date_block(dst: *mut f64, nd: usize, na: usize, t0: usize, block: &[f64]) {
     if na == 0 {
         return;
     }
     let rows = block.len() / na;
     debug_assert!(t0 + rows <= nd);
-    // SAFETY: cell (date t0 + j, asset a) is at a * nd + t0 + j < nd * na, by the caller's
-    // contract, which also makes these cells this call's alone.
-    unsafe { transpose_into(block.as_ptr(), na, dst.add(t0), nd, rows, na) }
+    for g in 0..na.div_ceil(LANES) {
+        let (a0, w) = (g * LANES, LANES.min(na - g * LANES));
+        // SAFETY: group g's dates t0..t0 + rows, inside the buffer and the caller's alone;
+        // each row of the block holds assets a0..a0 + w.
+        unsafe {
+            let base = dst.add((g * nd + t0) * LANES);
+            let src = block.as_ptr().add(a0);
+            for j in 0..rows {
+                copy_lanes(src.add(j * na), base.add(j * LANES), w);
+            }
+        }
+    }
 }
 
-/// Reads dates `t0..t0 + rows` of an asset-major buffer of `nd` dates per asset that
-/// starts at `src` into a date-major block (`block[j * na + a]`, `rows = block.len() / na`):
-/// [`scatter_date_block`]'s inverse, so that a kernel may write its result over the
-/// dates it has read while other threads read and write other dates of the same buffer.
+/// Reads dates `t0..t0 + rows` of the buffer of a panel of `nd` dates and `na` assets
+/// that starts at `src` into a date-major block (`block[j * na + a]`,
+/// `rows = block.len() / na`): [`scatter_date_block`]'s inverse, so that a kernel may
+/// write its result over the dates it has read while other threads read and write other
+/// dates of the same buffer.
 ///
 /// # Safety
-/// `src` must point to a live buffer of at least `nd * na` cells, the block must fit
-/// (`t0 + rows <= nd`), and no other thread may write these cells during the call.
+/// `src` must point to a live panel buffer of `nd` dates and `na` assets, the block must
+/// fit (`t0 + rows <= nd`), and no other thread may write these cells during the call.
 pub unsafe fn gather_date_block(src: *const f64, nd: usize, na: usize, t0: usize, block: &mut [f64]) {
     if na == 0 {
         return;
     }
     let rows = block.len() / na;
     debug_assert!(t0 + rows <= nd);
-    // SAFETY: cell (date t0 + j, asset a) is read at a * nd + t0 + j < nd * na, and written
-    // to block[j * na + a], inside the block (the caller's contract).
-    unsafe { transpose_into(src.add(t0), nd, block.as_mut_ptr(), na, na, rows) }
+    for g in 0..na.div_ceil(LANES) {
+        let (a0, w) = (g * LANES, LANES.min(na - g * LANES));
+        // SAFETY: as in `scatter_date_block`, reading.
+        unsafe {
+            let base = src.add((g * nd + t0) * LANES);
+            let dst = block.as_mut_ptr().add(a0);
+            for j in 0..rows {
+                copy_lanes(base.add(j * LANES), dst.add(j * na), w);
+            }
+        }
+    }
+}
+
+/// Copies `w` (at most [`LANES`]) cells; a full group as one 64-byte move (a
+/// variable-length copy would be a call to `memcpy`).
+///
+/// # Safety
+/// `w` cells valid for reads at `src` and for writes at `dst`, not overlapping.
+#[inline(always)]
+unsafe fn copy_lanes(src: *const f64, dst: *mut f64, w: usize) {
+    // SAFETY: the caller's cells.
+    unsafe {
+        if w == LANES {
+            dst.cast::<[f64; LANES]>().write_unaligned(src.cast::<[f64; LANES]>().read_unaligned());
+        } else {
+            std::ptr::copy_nonoverlapping(src, dst, w);
+        }
+    }
 }
 
 /// Transposes `rows × cols` values read from `src[r * stride + c]` to
@@ -612,7 +716,7 @@ mod tests {
         let p = Panel::from_date_major(4, 3, &dm);
         assert_eq!(p.get(2, 1), 7.0);
         assert_eq!(p.series(1), &[1.0, 4.0, 7.0, 10.0]);
-        assert_eq!(p.view()[[3, 2]], 11.0);
+        assert_eq!(p.to_asset_major(), vec![0.0, 3.0, 6.0, 9.0, 1.0, 4.0, 7.0, 10.0, 2.0, 5.0, 8.0, 11.0]);
         let mut back = Vec::new();
         p.to_date_major(0, 4, &mut back);
         assert_eq!(back, dm);
@@ -697,6 +801,34 @@ mod tests {
         let mut out = vec![f64::NAN; nd * na];
         // SAFETY: `out` holds nd × na cells; simd = false needs no CPU feature.
         unsafe { transpose_tiles(dm.as_ptr(), na, out.as_mut_ptr(), nd, nd, na, false) };
-        assert_eq!(out, p.as_slice());
+        assert_eq!(out, p.to_asset_major());
+    }
+
+    /// Assets 16..21 fill a last group of eight only in part: every way in and out of the
+    /// panel agrees on the real cells, and the padding never shows (equality, the missing
+    /// share, the real values).
+    #[test]
+    fn a_partial_last_group_keeps_its_padding_out_of_sight() {
+        let (nd, na) = (5, 21);
+        let am: Vec<f64> = (0..nd * na).map(|v| if v % 7 == 3 { f64::NAN } else { v as f64 }).collect();
+        let p = Panel::from_asset_major(nd, na, am.clone());
+        assert_eq!((p.n_groups(), p.as_slice().len()), (3, 3 * nd * LANES));
+        assert_eq!(p.to_asset_major().iter().map(|v| v.to_bits()).collect::<Vec<_>>(), am.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+        for a in 0..na {
+            assert_eq!(p.series(a).iter().map(|v| v.to_bits()).collect::<Vec<_>>(), am[a * nd..(a + 1) * nd].iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+        }
+        assert_eq!(p.values().count(), nd * na);
+        let nan = am.iter().filter(|v| v.is_nan()).count();
+        assert_eq!(p.missing_share(), nan as f64 / (nd * na) as f64);
+        // Padding that differs (as a kernel may leave it) does not make panels differ.
+        let (mut a, mut b) = (Panel::filled(nd, na, 1.0), Panel::filled(nd, na, 1.0));
+        let last = a.as_slice().len() - 1;
+        a.as_mut_slice()[last] = 7.0;
+        b.as_mut_slice()[last] = f64::NAN;
+        assert_eq!(a, b);
+        assert_eq!(a.missing_share(), 0.0);
+        b.set(nd - 1, na - 1, 2.0);
+        assert_ne!(a, b);
+        assert_eq!(p.truncate_dates(2).series(19), am[19 * nd..19 * nd + 2].to_vec());
     }
 }

@@ -206,8 +206,8 @@ pub static CATALOGUE: &[OpDef] = &[
         map2(x, y, |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) })
     } },
     // ---- time series: the past d days including today; a value only when all d are finite ----
-    OpDef { name: "delay", aliases: &[], params: SW, kind: TimeSeries, doc: "delay(x, d): x d days ago", eval: |v, c| ts(v, c, rolling::delay) },
-    OpDef { name: "delta", aliases: &[], params: SW, kind: TimeSeries, doc: "delta(x, d) = x - delay(x, d)", eval: |v, c| ts(v, c, rolling::delta) },
+    OpDef { name: "delay", aliases: &[], params: SW, kind: TimeSeries, doc: "delay(x, d): x d days ago", eval: |v, c| ts8(v, c, rolling::delay_panel) },
+    OpDef { name: "delta", aliases: &[], params: SW, kind: TimeSeries, doc: "delta(x, d) = x - delay(x, d)", eval: |v, c| ts8(v, c, rolling::delta_panel) },
     OpDef { name: "ts_sum", aliases: &["sum"], params: SW, kind: TimeSeries, doc: "ts_sum(x, d) / sum(x, d): sum over the past d days", eval: |v, c| ts8(v, c, |x, d| rolling::sum_panel(x, d)) },
     OpDef { name: "ts_mean", aliases: &["mean"], params: SW, kind: TimeSeries, doc: "ts_mean(x, d): mean over the past d days", eval: |v, c| ts8(v, c, |x, d| rolling::mean_panel(x, d)) },
     OpDef { name: "ts_std", aliases: &["stddev"], params: SW, kind: TimeSeries, doc: "ts_std(x, d) / stddev(x, d): sample standard deviation (ddof = 1) over the past d days", eval: |v, c| ts8(v, c, |x, d| rolling::std_panel(x, d)) },

@@ -392,7 +392,7 @@ pub fn train(
         let ms = [scorers[0].score(&tp), scorers[1].score(&tp), scorers[2].score(&tp)];
         let sign = if ms[0].rank_ic.is_finite() && ms[0].rank_ic < 0.0 { -1.0 } else { 1.0 };
         let rk = cross::rank(&tp);
-        for (k, v) in rk.as_slice().iter().enumerate() {
+        for (k, v) in rk.to_asset_major().iter().enumerate() {
             if v.is_finite() {
                 sum[k] += sign * (v - 0.5);
                 cnt[k] += 1;

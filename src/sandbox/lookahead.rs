@@ -55,10 +55,12 @@ pub fn noised(data: &MarketData, cutoff: usize, seed: u64) -> MarketData {
         state ^= (k as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let mut q = (**p).clone();
         let n = q.n_dates();
-        for series in q.as_mut_slice().chunks_mut(n.max(1)) {
-            for v in &mut series[(cutoff + 1).min(n)..] {
+        // Asset by asset, date by date: the order of the random draws.
+        for a in 0..q.n_assets() {
+            for t in (cutoff + 1).min(n)..n {
                 let u = (crate::xorshift(&mut state) >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0; // uniform in [-1, 1)
-                *v = if *v == 0.0 { 0.01 * u } else { *v * (0.17 * u).exp() };
+                let v = q.get(t, a);
+                q.set(t, a, if v == 0.0 { 0.01 * u } else { v * (0.17 * u).exp() });
             }
         }
         *p = Arc::new(q);

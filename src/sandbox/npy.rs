@@ -1,6 +1,5 @@
 //! Panels as `.npy` files the worker memory-maps: Fortran order (column-major) with shape
-//! (dates, assets) is exactly the asset-major layout of [`Panel`] and of a pandas block,
-//! so neither side copies.
+//! (dates, assets), the asset-major layout of a pandas block, so the worker does not copy.
 
 use crate::data::Panel;
 use std::io::Write;
@@ -15,7 +14,7 @@ pub fn write(path: &Path, p: &Panel) -> std::io::Result<()> {
     f.write_all(b"\x93NUMPY\x01\x00")?;
     f.write_all(&(header.len() as u16).to_le_bytes())?;
     f.write_all(header.as_bytes())?;
-    for v in p.as_slice() {
+    for v in p.to_asset_major() {
         f.write_all(&v.to_le_bytes())?;
     }
     f.into_inner().map_err(|e| e.into_error())?.sync_all()

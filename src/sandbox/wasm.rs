@@ -109,7 +109,7 @@ impl WasmProgram {
         {
             let mem = &mut memory.data_mut(&mut store)[base..base + in_bytes];
             for (k, p) in fields.iter().enumerate() {
-                for (dst, v) in mem[k * cells * 8..(k + 1) * cells * 8].chunks_exact_mut(8).zip(p.as_slice()) {
+                for (dst, v) in mem[k * cells * 8..(k + 1) * cells * 8].chunks_exact_mut(8).zip(p.to_asset_major().iter()) {
                     dst.copy_from_slice(&v.to_le_bytes());
                 }
             }

@@ -3,7 +3,7 @@
 //! parallel over dates, and transposed back.
 
 use super::{DisjointCells, Src};
-use crate::data::{gather_date_block, scatter_date_block, Groups, Panel};
+use crate::data::{gather_date_block, scatter_date_block, transpose, Groups, Panel, LANES};
 use rayon::prelude::*;
 
 /// Dates per block: a block of 32 dates × 500 assets (128 KB) stays in L2 cache.
@@ -388,9 +388,9 @@ const DATE_CHUNK: usize = 512;
 
 /// `x / sum(|x|)` per date (finite values only); NaN when the sum is zero.
 ///
-/// Straight from the asset-major panel, no transposes: each date's sum is accumulated
-/// asset by asset in asset order (the order of a per-date walk, so the same bits), eight
-/// dates per vector instead of one serial chain of adds per date.
+/// Without a per-date walk: each date's sum is accumulated asset by asset in asset order
+/// (the order of a per-date walk, so the same bits), eight dates per vector instead of
+/// one serial chain of adds per date.
 pub fn scale(x: &Panel) -> Panel {
     scaled(x, x)
 }
@@ -401,23 +401,38 @@ pub fn scale(x: &Panel) -> Panel {
 pub fn scaled(x: &Panel, num: &Panel) -> Panel {
     let (nd, na) = (x.n_dates(), x.n_assets());
     let mut sums = vec![-0.0f64; nd];
-    sums.par_chunks_mut(DATE_CHUNK).enumerate().for_each(|(c, s)| {
-        let t0 = c * DATE_CHUNK;
-        for a in 0..na {
+    sums.par_chunks_mut(DATE_CHUNK).enumerate().for_each_init(Vec::new, |buf, (c, s)| {
+        each_asset(x, c * DATE_CHUNK, s.len(), buf, |_, v| {
             // Adding +0 for a non-finite value leaves a sum unchanged, except that −0
             // becomes +0: either way not > 0 below.
-            for (acc, v) in s.iter_mut().zip(&x.series(a)[t0..]) {
+            for (acc, v) in s.iter_mut().zip(v) {
                 *acc += if v.is_finite() { v.abs() } else { 0.0 };
+            }
+        });
+    });
+    let mut out = Panel::scratch(nd, na);
+    let n = (nd * LANES).max(1);
+    out.par_groups_mut().zip(x.as_slice().par_chunks(n).zip(num.as_slice().par_chunks(n))).for_each(|(o, (r, m))| {
+        for (((o, r), m), s) in o.chunks_exact_mut(LANES).zip(r.chunks_exact(LANES)).zip(m.chunks_exact(LANES)).zip(&sums) {
+            for l in 0..LANES {
+                o[l] = if *s > 0.0 && r[l].is_finite() { m[l] / s } else { f64::NAN };
             }
         }
     });
-    let mut out = Panel::scratch(nd, na);
-    out.par_series_mut().zip(x.as_slice().par_chunks(nd.max(1)).zip(num.as_slice().par_chunks(nd.max(1)))).for_each(|(o, (r, m))| {
-        for (((o, v), m), s) in o.iter_mut().zip(r).zip(m).zip(&sums) {
-            *o = if *s > 0.0 && v.is_finite() { m / s } else { f64::NAN };
-        }
-    });
     out
+}
+
+/// Calls `f(asset, values)` for every asset in asset order, with its values on dates
+/// `t0..t0 + len`: each group's dates transposed into eight series in `buf` (in L1/L2).
+fn each_asset(x: &Panel, t0: usize, len: usize, buf: &mut Vec<f64>, mut f: impl FnMut(usize, &[f64])) {
+    let na = x.n_assets();
+    buf.resize(LANES * len, 0.0);
+    for g in 0..x.n_groups() {
+        transpose(&x.group(g)[t0 * LANES..(t0 + len) * LANES], LANES, buf);
+        for l in 0..LANES.min(na - g * LANES) {
+            f(g * LANES + l, &buf[l * len..(l + 1) * len]);
+        }
+    }
 }
 
 /// `(x − mean) / std` across stocks per date (finite values, std with ddof = 1); NaN when
@@ -441,44 +456,46 @@ pub fn zscore<'a>(x: impl Into<Src<'a>>) -> Panel {
 /// `x` minus its same-date mean within each group (finite values only). Assets without a
 /// group get NaN.
 ///
-/// Like [`scale`], from the asset-major panel: each group's per-date sums and counts
+/// Like [`scale`], without a per-date walk: each group's per-date sums and counts
 /// accumulate asset by asset in asset order (the same adds as a per-date walk, so the
-/// same bits), eight dates per vector instead of one chain through memory per group.
+/// same bits), a chunk of dates per pass instead of one chain through memory per group.
 pub fn indneutralize(x: &Panel, groups: &Groups) -> Panel {
     let (nd, na) = (x.n_dates(), x.n_assets());
     let ng = groups.names.len();
-    // Assets without a group count in a last, extra slot whose mean is never used.
-    let ids: Vec<usize> = groups.ids.iter().map(|g| g.map_or(ng, |g| g as usize)).collect();
+    // Assets without a group (and the padding lanes) count in a last, extra slot whose
+    // mean is never used.
+    let ids: Vec<usize> = (0..x.n_groups() * LANES).map(|a| groups.ids.get(a).copied().flatten().map_or(ng, |g| g as usize)).collect();
     // Each date chunk's means, group by group: means[c][g][t - t0].
     let per_chunk = (ng + 1) * DATE_CHUNK;
     let mut means = vec![0.0f64; nd.div_ceil(DATE_CHUNK) * per_chunk];
-    means.par_chunks_mut(per_chunk).enumerate().for_each_init(Vec::new, |cnt: &mut Vec<u32>, (c, m)| {
-        let (t0, len) = (c * DATE_CHUNK, DATE_CHUNK.min(nd - c * DATE_CHUNK));
-        cnt.clear();
-        cnt.resize(per_chunk, 0);
-        for (a, &g) in ids.iter().enumerate() {
-            let (sum, n) = (&mut m[g * DATE_CHUNK..g * DATE_CHUNK + len], &mut cnt[g * DATE_CHUNK..g * DATE_CHUNK + len]);
-            // Adding +0 for a non-finite value leaves the sum (which starts at +0 and so
-            // is never −0) unchanged.
-            for ((s, n), v) in sum.iter_mut().zip(n.iter_mut()).zip(&x.series(a)[t0..t0 + len]) {
-                *s += if v.is_finite() { *v } else { 0.0 };
-                *n += u32::from(v.is_finite());
+    means.par_chunks_mut(per_chunk).enumerate().for_each_init(
+        || (Vec::new(), Vec::new()),
+        |(buf, cnt): &mut (Vec<f64>, Vec<u32>), (c, m)| {
+            let (t0, len) = (c * DATE_CHUNK, DATE_CHUNK.min(nd - c * DATE_CHUNK));
+            cnt.clear();
+            cnt.resize(per_chunk, 0);
+            each_asset(x, t0, len, buf, |a, v| {
+                let g = ids[a];
+                let (sum, n) = (&mut m[g * DATE_CHUNK..g * DATE_CHUNK + len], &mut cnt[g * DATE_CHUNK..g * DATE_CHUNK + len]);
+                // Adding +0 for a non-finite value leaves the sum (which starts at +0 and
+                // so is never −0) unchanged.
+                for ((s, n), v) in sum.iter_mut().zip(n.iter_mut()).zip(v) {
+                    *s += if v.is_finite() { *v } else { 0.0 };
+                    *n += u32::from(v.is_finite());
+                }
+            });
+            for (s, &n) in m.iter_mut().zip(cnt.iter()) {
+                *s /= n as f64;
             }
-        }
-        for (s, &n) in m.iter_mut().zip(cnt.iter()) {
-            *s /= n as f64;
-        }
-    });
+        },
+    );
     let mut out = Panel::scratch(nd, na);
-    out.par_series_mut().zip(x.as_slice().par_chunks(nd.max(1))).zip(&ids).for_each(|((o, r), &g)| {
-        if g == ng {
-            o.fill(f64::NAN);
-            return;
-        }
-        for (c, (o, r)) in o.chunks_mut(DATE_CHUNK).zip(r.chunks(DATE_CHUNK)).enumerate() {
-            let m = &means[c * per_chunk + g * DATE_CHUNK..];
-            for ((o, v), m) in o.iter_mut().zip(r).zip(m) {
-                *o = if v.is_finite() { v - m } else { f64::NAN };
+    out.par_groups_mut().zip(x.as_slice().par_chunks((nd * LANES).max(1))).enumerate().for_each(|(g, (o, r))| {
+        let ids = &ids[g * LANES..(g + 1) * LANES];
+        for (t, (o, r)) in o.chunks_exact_mut(LANES).zip(r.chunks_exact(LANES)).enumerate() {
+            let m = &means[t / DATE_CHUNK * per_chunk + t % DATE_CHUNK..];
+            for l in 0..LANES {
+                o[l] = if ids[l] < ng && r[l].is_finite() { r[l] - m[ids[l] * DATE_CHUNK] } else { f64::NAN };
             }
         }
     });
@@ -557,7 +574,7 @@ mod tests {
         let mut rnd = move || crate::xorshift(&mut s);
         let cells: Vec<f64> = (0..nd * na).map(|_| if rnd() % 9 == 0 { f64::NAN } else { (rnd() % 40) as f64 }).collect();
         let x = Panel::from_asset_major(nd, na, cells);
-        let bits = |p: &Panel| p.as_slice().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let bits = |p: &Panel| p.to_asset_major().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         let fresh = rank(&x);
         let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().expect("pool");
         let owned = pool.install(|| rank(Src::Take(x.clone())));

@@ -230,7 +230,7 @@ mod tests {
         Value::Panel(Arc::new(Panel::from_asset_major(v.len(), 1, v.to_vec())))
     }
     fn vals(v: &Value) -> Vec<f64> {
-        v.panel().map(|p| p.as_slice().to_vec()).unwrap_or_default()
+        v.panel().map(|p| p.to_asset_major()).unwrap_or_default()
     }
 
     #[test]

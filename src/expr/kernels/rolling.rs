@@ -10,7 +10,7 @@
 //! a run of `d` identical values gives exactly zero variance, as pandas does.
 
 use super::Src;
-use crate::data::Panel;
+use crate::data::{transpose, Panel, LANES};
 use rayon::prelude::*;
 
 mod lanes;
@@ -22,13 +22,57 @@ pub use lanes::{decay_linear_panel, mean_panel, std_panel, sum_panel};
 /// Applies a one-input kernel to every asset in parallel. Kernels write every cell of
 /// their output (NaN where undefined), so the output needs no initial fill ([`Panel::scratch`]).
 pub fn per_asset(x: &Panel, k: impl Fn(&[f64], &mut [f64]) + Sync) -> Panel {
-    let mut out = Panel::scratch(x.n_dates(), x.n_assets());
-    let nd = x.n_dates();
+    per_series([x], |[x], o| k(x, o))
+}
+
+/// Applies a kernel of `K` series to every asset in parallel: each group of eight assets
+/// is transposed into eight series (in the L2 cache), and the results back.
+fn per_series<const K: usize>(xs: [&Panel; K], k: impl Fn([&[f64]; K], &mut [f64]) + Sync) -> Panel {
+    let (nd, na) = (xs[0].n_dates(), xs[0].n_assets());
+    assert!(xs.iter().all(|x| (x.n_dates(), x.n_assets()) == (nd, na)), "panels of one shape");
+    let mut out = Panel::scratch(nd, na);
     if nd == 0 {
         return out;
     }
-    out.par_series_mut().enumerate().for_each(|(a, o)| k(&x.as_slice()[a * nd..(a + 1) * nd], o));
+    out.par_groups_mut().enumerate().for_each_init(
+        || (std::array::from_fn::<Vec<f64>, K, _>(|_| Vec::new()), Vec::new()),
+        |(ins, os), (g, og)| {
+            // Only the group's real assets are run; the transposes fill every lane.
+            let w = LANES.min(na - g * LANES);
+            for (buf, x) in ins.iter_mut().zip(&xs) {
+                buf.resize(LANES * nd, 0.0);
+                transpose(x.group(g), LANES, buf);
+            }
+            os.resize(LANES * nd, 0.0);
+            for l in 0..w {
+                let r = l * nd..(l + 1) * nd;
+                k(std::array::from_fn(|i| &ins[i][r.clone()]), &mut os[r]);
+            }
+            transpose(os, nd, og);
+        },
+    );
     out
+}
+
+/// Applies a kernel that works on a series by position only (`delay`, `delta`) to whole
+/// groups: in a group's interleaved cells, `d` days back is `d · LANES` cells back.
+fn per_group(x: &Panel, d: usize, k: fn(&[f64], usize, &mut [f64])) -> Panel {
+    let nd = x.n_dates();
+    let mut out = Panel::scratch(nd, x.n_assets());
+    if nd > 0 {
+        out.par_groups_mut().zip(x.as_slice().par_chunks(nd * LANES)).for_each(|(o, g)| k(g, d.saturating_mul(LANES), o));
+    }
+    out
+}
+
+/// [`delay`] of every asset of a panel.
+pub fn delay_panel(x: Src<'_>, d: usize) -> Panel {
+    per_group(x.panel(), d, delay)
+}
+
+/// [`delta`] of every asset of a panel.
+pub fn delta_panel(x: Src<'_>, d: usize) -> Panel {
+    per_group(x.panel(), d, delta)
 }
 
 #[inline(always)]
@@ -197,11 +241,11 @@ fn exact_var<'a>(w: impl Iterator<Item = &'a f64> + Clone) -> (f64, f64) {
 
 /// Two-pass (cov, var_x, var_y), ddof = 1, around each side's first value
 /// ([`anchored_mean`]).
-fn exact_moments(x: &[f64], y: &[f64]) -> (f64, f64, f64) {
-    let n = x.len() as f64;
-    let ((ox, mx), (oy, my)) = (anchored_mean(x.iter()), anchored_mean(y.iter()));
+fn exact_moments<'a>(x: impl Iterator<Item = &'a f64> + Clone, y: impl Iterator<Item = &'a f64> + Clone) -> (f64, f64, f64) {
+    let n = x.clone().count() as f64;
+    let ((ox, mx), (oy, my)) = (anchored_mean(x.clone()), anchored_mean(y.clone()));
     let (mut c, mut vx, mut vy) = (0.0, 0.0, 0.0);
-    for (a, b) in x.iter().zip(y) {
+    for (a, b) in x.zip(y) {
         let (u, v) = (a - ox - mx, b - oy - my);
         c += u * v;
         vx += u * u;
@@ -294,7 +338,7 @@ fn pair_windows(x: &[f64], y: &[f64], d: usize, out: &mut [f64], mut f: impl FnM
         let m = match c.moments(dn) {
             Some(m) if !cx && !cy => m,
             _ if cx || cy => (0.0, 0.0, 0.0),
-            _ => exact_moments(&x[t + 1 - d..=t], &y[t + 1 - d..=t]),
+            _ => exact_moments(x[t + 1 - d..=t].iter(), y[t + 1 - d..=t].iter()),
         };
         out[t] = f(m, cx, cy);
     }
@@ -376,12 +420,7 @@ pub fn corr_panel<'a>(x: impl Into<Src<'a>>, y: impl Into<Src<'a>>, d: usize) ->
     if d != 2 {
         return lanes::pair_panel::<true>(x, y, d);
     }
-    let (x, y) = (x.panel(), y.panel());
-    let mut out = Panel::scratch(x.n_dates(), x.n_assets());
-    if x.n_dates() > 0 {
-        out.par_series_mut().enumerate().for_each(|(a, o)| corr2(x.series(a), y.series(a), o));
-    }
-    out
+    per_series([x.panel(), y.panel()], |[x, y], o| corr2(x, y, o))
 }
 
 /// Which statistic a monotonic-deque pass returns.

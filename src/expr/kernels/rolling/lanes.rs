@@ -16,7 +16,7 @@ mod sums;
 pub use sums::{decay_linear_panel, mean_panel, std_panel, sum_panel};
 
 /// Assets per group.
-pub const W: usize = 8;
+pub const W: usize = crate::data::LANES;
 
 /// Running co-moment sums of the eight lanes (one [`Comoments`](super::Comoments) per
 /// lane, as arrays).
@@ -31,18 +31,16 @@ struct Sums {
     sxy: [f64; W],
 }
 
-/// Runs a window kernel over every asset of `K` input panels: groups of eight assets go
-/// to `eight(interleaved inputs, each input's eight series, interleaved output)`, which
-/// must write every output cell, where `x[t * W + l]` is the group's asset l on day t; the
-/// remaining assets go one by one to `one(series, output)`.
+/// Runs a window kernel over every asset of `K` input panels: each group of eight assets
+/// goes to `eight(interleaved inputs, interleaved output)`, which must write every output
+/// cell, where `x[t * W + l]` is the group's asset l on day t: the panel's own layout, so
+/// the inputs are read where they lie. A last group of fewer than eight assets runs like
+/// the others, its spare lanes computed from padding and never read.
 ///
-/// The result goes into the first input that may be taken ([`Src::Take`]): each group is
-/// written back over the cache lines its input was just read from.
-fn grouped<const K: usize>(
-    inputs: [Src<'_>; K],
-    one: impl Fn([&[f64]; K], &mut [f64]) + Sync,
-    eight: impl Fn([&[f64]; K], [[&[f64]; W]; K], &mut [f64]) + Sync,
-) -> Panel {
+/// The result goes into the first input that may be taken ([`Src::Take`]): that input's
+/// group is first copied aside (the kernel reads days behind the one it writes), and the
+/// result written back over the cache lines just read.
+fn grouped<const K: usize>(inputs: [Src<'_>; K], eight: impl Fn([&[f64]; K], &mut [f64]) + Sync) -> Panel {
     let (nd, na) = (inputs[0].panel().n_dates(), inputs[0].panel().n_assets());
     let mut inputs = inputs.map(Some);
     let taken = inputs.iter().position(|s| matches!(s, Some(Src::Take(_))));
@@ -62,47 +60,23 @@ fn grouped<const K: usize>(
         Some(s) => DisjointCells(s.panel().as_slice().as_ptr().cast_mut()),
         None => dst,
     });
-    (0..na.div_ceil(W)).into_par_iter().for_each_init(
-        || (std::array::from_fn::<Vec<f64>, K, _>(|_| Vec::new()), Vec::new()),
-        |(ins, oi), g| {
-            #[allow(clippy::redundant_locals)]
-            let (src, dst) = (src, dst);
-            let a0 = g * W;
-            let width = W.min(na - a0);
-            // SAFETY (the slices below): every input holds nd × na cells (asserted above);
-            // this task alone reads and writes assets a0..a0 + width, and each input slice
-            // is last used before the output cells it covers are written (an input may be
-            // the output's own buffer).
-            let cells = |c: DisjointCells, from: usize, len: usize| unsafe { std::slice::from_raw_parts(c.0.add(from).cast_const(), len) };
-            if width < W {
-                for a in a0..na {
-                    // A copy first: the input may be the output's own buffer.
-                    for (k, buf) in ins.iter_mut().enumerate() {
-                        buf.clear();
-                        buf.extend_from_slice(cells(src[k], a * nd, nd));
-                    }
-                    // SAFETY: asset a's nd cells, this task's.
-                    let oa = unsafe { std::slice::from_raw_parts_mut(dst.0.add(a * nd), nd) };
-                    one(std::array::from_fn(|k| &ins[k][..]), oa);
-                }
-                return;
-            }
-            let group = src.map(|c| cells(c, a0 * nd, W * nd));
-            // The buffers keep the previous group's values: the transposes and `eight`
-            // overwrite every cell (zeroing them first cost 1 % of the alpha101 batch).
-            for (s, b) in group.iter().zip(ins.iter_mut()) {
-                b.resize(W * nd, 0.0);
-                crate::data::transpose(s, nd, b);
-            }
-            oi.resize(W * nd, 0.0);
-            let series = group.map(|s| std::array::from_fn(|l| &s[l * nd..(l + 1) * nd]));
-            eight(std::array::from_fn(|k| &ins[k][..]), series, oi);
-            // SAFETY: the group's W × nd cells, this task's; the input slices above are
-            // not used after `eight`.
-            let o = unsafe { std::slice::from_raw_parts_mut(dst.0.add(a0 * nd), W * nd) };
-            crate::data::transpose(oi, W, o);
-        },
-    );
+    let n = nd * W;
+    (0..na.div_ceil(W)).into_par_iter().for_each_init(Vec::new, |copy, g| {
+        #[allow(clippy::redundant_locals)]
+        let (src, dst) = (src, dst);
+        // SAFETY (the slices below): every panel holds the groups' nd × W cells (asserted
+        // above); this task alone reads and writes group g; the output's own input is
+        // copied (and its slice dropped) before the output slice is made.
+        let cells = |c: DisjointCells| unsafe { std::slice::from_raw_parts(c.0.add(g * n).cast_const(), n) };
+        if let Some(k) = taken {
+            copy.clear();
+            copy.extend_from_slice(cells(src[k]));
+        }
+        let ins: [&[f64]; K] = std::array::from_fn(|k| if Some(k) == taken { &copy[..] } else { cells(src[k]) });
+        // SAFETY: group g's cells of the output, this task's.
+        let o = unsafe { std::slice::from_raw_parts_mut(dst.0.add(g * n), n) };
+        eight(ins, o);
+    });
     drop(inputs);
     out
 }
@@ -110,11 +84,7 @@ fn grouped<const K: usize>(
 /// `ts_corr` (`CORR`) or `ts_cov` of every asset of two panels, exactly as
 /// [`pair_windows`](super::pair_windows) computes them with [`corr_of`] or [`cov_of`].
 pub fn pair_panel<'a, const CORR: bool>(x: impl Into<Src<'a>>, y: impl Into<Src<'a>>, d: usize) -> Panel {
-    grouped(
-        [x.into(), y.into()],
-        |[x, y], o| super::pair_windows(x, y, d, o, finish::<CORR>),
-        |[x, y], [xs, ys], o| windows8::<CORR>(x, y, xs, ys, d, o),
-    )
+    grouped([x.into(), y.into()], |[x, y], o| windows8::<CORR>(x, y, d, o))
 }
 
 /// A window's value from its moments: [`corr_of`] or [`cov_of`].
@@ -130,7 +100,7 @@ fn finish<const CORR: bool>(m: (f64, f64, f64), cx: bool, cy: bool) -> f64 {
 /// [`extreme`](super::extreme) (`ts_min`, `ts_max`, `ts_argmin`, `ts_argmax`) of every
 /// asset of a panel.
 pub fn extreme_panel<'a>(x: impl Into<Src<'a>>, d: usize, which: Extreme) -> Panel {
-    grouped([x.into()], |[x], o| super::extreme(x, d, which, o), |[x], _, o| match which {
+    grouped([x.into()], |[x], o| match which {
         Extreme::Max => extreme8::<true, false>(x, d, o),
         Extreme::Min => extreme8::<false, false>(x, d, o),
         Extreme::ArgMax => extreme8::<true, true>(x, d, o),
@@ -229,7 +199,7 @@ fn extreme8<const MAX: bool, const ARG: bool>(x: &[f64], d: usize, out: &mut [f6
 
 /// [`ts_rank`](super::ts_rank) of every asset of a panel.
 pub fn ts_rank_panel<'a>(x: impl Into<Src<'a>>, d: usize) -> Panel {
-    grouped([x.into()], |[x], o| super::ts_rank(x, d, o), |[x], _, o| ts_rank8(x, d, o))
+    grouped([x.into()], |[x], o| ts_rank8(x, d, o))
 }
 
 /// [`ts_rank`](super::ts_rank) for eight interleaved lanes: the same counts, eight lanes
@@ -331,7 +301,7 @@ unsafe fn ts_rank8_avx512(x: &[f64], d: usize, out: &mut [f64]) {
 
 /// The walk of [`pair_windows`](super::pair_windows) for eight lanes: on AVX-512 with
 /// explicit vector code ([`walk_avx512`]), else the portable [`walk`].
-fn windows8<const CORR: bool>(x: &[f64], y: &[f64], xs: [&[f64]; W], ys: [&[f64]; W], d: usize, out: &mut [f64]) {
+fn windows8<const CORR: bool>(x: &[f64], y: &[f64], d: usize, out: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
         // One compiled walk per (d, d − 1) being a power of two or not: dividing by a power
@@ -339,12 +309,18 @@ fn windows8<const CORR: bool>(x: &[f64], y: &[f64], xs: [&[f64]; W], ys: [&[f64]
         // quotient), and six of the walk's seven divisions are by d or d − 1.
         // SAFETY (each call): the CPU supports AVX-512F (checked just above).
         return match (d.is_power_of_two(), d.saturating_sub(1).is_power_of_two()) {
-            (true, _) => unsafe { walk_avx512::<CORR, true, false>(x, y, xs, ys, d, out) },
-            (_, true) => unsafe { walk_avx512::<CORR, false, true>(x, y, xs, ys, d, out) },
-            _ => unsafe { walk_avx512::<CORR, false, false>(x, y, xs, ys, d, out) },
+            (true, _) => unsafe { walk_avx512::<CORR, true, false>(x, y, d, out) },
+            (_, true) => unsafe { walk_avx512::<CORR, false, true>(x, y, d, out) },
+            _ => unsafe { walk_avx512::<CORR, false, false>(x, y, d, out) },
         };
     }
-    walk(x, y, xs, ys, d, out, finish::<CORR>)
+    walk(x, y, d, out, finish::<CORR>)
+}
+
+/// Lane l's values on days `from..=to`, for the rare exact recomputes of ill-conditioned
+/// windows.
+fn lane(v: &[f64], l: usize, from: usize, to: usize) -> impl Iterator<Item = &f64> + Clone {
+    v[from * W + l..=to * W + l].iter().step_by(W)
 }
 
 /// Day t's eight lanes (one bounds check, then a vector load).
@@ -386,14 +362,11 @@ fn exact8(x: &[f64], y: &[f64], from: usize, to: usize) -> Sums {
 }
 
 /// The walk of [`pair_windows`](super::pair_windows) for eight lanes: `x[t * W + l]` is
-/// lane l's value on day t (likewise `y` and `out`); `xs[l]`, `ys[l]` are lane l's series
-/// in one piece, for the exact recomputes.
+/// lane l's value on day t (likewise `y` and `out`).
 #[inline(always)]
 fn walk<F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy>(
     x: &[f64],
     y: &[f64],
-    xs: [&[f64]; W],
-    ys: [&[f64]; W],
     d: usize,
     out: &mut [f64],
     f: F,
@@ -485,7 +458,7 @@ fn walk<F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy>(
         while exact != 0 {
             let l = exact.trailing_zeros() as usize;
             exact &= exact - 1;
-            o[l] = f(exact_moments(&xs[l][t + 1 - d..=t], &ys[l][t + 1 - d..=t]), false, false);
+            o[l] = f(exact_moments(lane(x, l, t + 1 - d, t), lane(y, l, t + 1 - d, t)), false, false);
         }
     }
 }
@@ -499,7 +472,7 @@ fn walk<F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy>(
 /// The CPU must support AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool>(x: &[f64], y: &[f64], xs: [&[f64]; W], ys: [&[f64]; W], d: usize, out: &mut [f64]) {
+unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool>(x: &[f64], y: &[f64], d: usize, out: &mut [f64]) {
     use crate::expr::kernels::simd::finite;
     use std::arch::x86_64::*;
     let n = x.len() / W;
@@ -593,7 +566,7 @@ unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool>
             // SAFETY: row t < n of `out` (asserted above), taken through `po` like every
             // other write of the loop (a fresh borrow of `out` would invalidate `po`).
             let o = unsafe { std::slice::from_raw_parts_mut(po.add(t * W), W) };
-            recompute_ill::<CORR>(exact, &xs, &ys, t + 1 - d, t, o);
+            recompute_ill::<CORR>(exact, x, y, t + 1 - d, t, o);
         }
         (xp, yp) = (xt, yt);
     }
@@ -604,11 +577,11 @@ unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool>
 /// out of line so that the walk's loop keeps its registers.
 #[cold]
 #[inline(never)]
-fn recompute_ill<const CORR: bool>(mut lanes: u8, xs: &[&[f64]; W], ys: &[&[f64]; W], from: usize, to: usize, o: &mut [f64]) {
+fn recompute_ill<const CORR: bool>(mut lanes: u8, x: &[f64], y: &[f64], from: usize, to: usize, o: &mut [f64]) {
     while lanes != 0 {
         let l = lanes.trailing_zeros() as usize;
         lanes &= lanes - 1;
-        o[l] = finish::<CORR>(exact_moments(&xs[l][from..=to], &ys[l][from..=to]), false, false);
+        o[l] = finish::<CORR>(exact_moments(lane(x, l, from, to), lane(y, l, from, to)), false, false);
     }
 }
 
@@ -683,7 +656,7 @@ mod tests {
     fn taken_inputs_give_the_fresh_results() {
         use super::{extreme_panel, pair_panel, sum_panel, ts_rank_panel, Src};
         let (x, y) = (panel(300, 21, 3), panel(300, 21, 4));
-        let bits = |p: &Panel| p.as_slice().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let bits = |p: &Panel| p.to_asset_major().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().expect("pool");
         pool.install(|| {
             assert_eq!(bits(&pair_panel::<true>(Src::Take(x.clone()), &y, 10)), bits(&pair_panel::<true>(&x, &y, 10)));
@@ -719,7 +692,7 @@ mod tests {
                 ] {
                     for a in 0..na {
                         let mut want = vec![0.0; nd];
-                        one(x.series(a), y.series(a), d, &mut want);
+                        one(&x.series(a), &y.series(a), d, &mut want);
                         let got = lanes.series(a);
                         for t in 0..nd {
                             assert!(
@@ -745,25 +718,22 @@ mod tests {
         }
         let nd = 300;
         let (px, py) = (panel(nd, 8, 3), panel(nd, 8, 41));
-        let (mut x, mut y) = (vec![0.0; nd * 8], vec![0.0; nd * 8]);
-        crate::data::transpose(px.as_slice(), nd, &mut x);
-        crate::data::transpose(py.as_slice(), nd, &mut y);
-        let xs: [&[f64]; 8] = std::array::from_fn(|l| px.series(l));
-        let ys: [&[f64]; 8] = std::array::from_fn(|l| py.series(l));
+        // One group of eight assets: the panels' buffers are the interleaved lanes.
+        let (x, y) = (px.as_slice(), py.as_slice());
         for d in [1, 2, 3, 4, 5, 8, 9, 10, 17, 37, nd, nd + 1] {
             for corr in [true, false] {
                 let (mut fast, mut slow) = (vec![0.0; nd * 8], vec![0.0; nd * 8]);
                 // (The CPU has AVX-512F, checked above, so this is the vector walk, with
                 // its power-of-two variants for d = 2, 4, 8 and 3, 5, 9, 17.)
                 if corr {
-                    super::windows8::<true>(&x, &y, xs, ys, d, &mut fast)
+                    super::windows8::<true>(x, y, d, &mut fast)
                 } else {
-                    super::windows8::<false>(&x, &y, xs, ys, d, &mut fast)
+                    super::windows8::<false>(x, y, d, &mut fast)
                 }
                 if corr {
-                    super::walk(&x, &y, xs, ys, d, &mut slow, super::finish::<true>);
+                    super::walk(x, y, d, &mut slow, super::finish::<true>);
                 } else {
-                    super::walk(&x, &y, xs, ys, d, &mut slow, super::finish::<false>);
+                    super::walk(x, y, d, &mut slow, super::finish::<false>);
                 }
                 let bits = |v: &[f64]| v.iter().map(|f| if f.is_nan() { u64::MAX } else { f.to_bits() }).collect::<Vec<_>>();
                 assert_eq!(bits(&fast), bits(&slow), "corr={corr} d={d}");
@@ -789,13 +759,13 @@ mod tests {
                 _ => {}
             }
         }
-        let mut x = vec![0.0; 64 * 8];
-        crate::data::transpose(p.as_slice(), 64, &mut x);
+        // One group of eight assets: the panel's buffer is the interleaved lanes.
+        let x = p.as_slice();
         for d in [0, 1, 2, 7, 64, 65] {
             let (mut fast, mut slow) = (vec![0.0; 64 * 8], vec![1.0; 64 * 8]);
             // SAFETY: the CPU has AVX-512F (checked above).
-            unsafe { super::ts_rank8_avx512(&x, d, &mut fast) };
-            super::ts_rank8_walk(&x, d, &mut slow);
+            unsafe { super::ts_rank8_avx512(x, d, &mut fast) };
+            super::ts_rank8_walk(x, d, &mut slow);
             assert_eq!(fast.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), slow.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "d = {d}");
             assert!(!(1..=7).contains(&d) || fast.iter().any(|v| v.is_finite()), "d = {d}: some ranks");
         }

@@ -47,7 +47,7 @@ fn run<'a>(x: impl Into<Src<'a>>, d: usize, stat: Stat, one: fn(&[f64], usize, &
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the CPU supports AVX-512F (checked just above).
-        return grouped([x], |[x], o| one(x, d, o), |[x], _, o| unsafe { avx512::walk(x, d, stat, o) });
+        return grouped([x], |[x], o| unsafe { avx512::walk(x, d, stat, o) });
     }
     super::super::apply(x.panel(), d, one)
 }
