@@ -26,8 +26,9 @@ use std::sync::Arc;
 
 /// An input of a panel kernel: a panel it may only read, or one nobody else holds any
 /// more, whose buffer the kernel may write its result into. Writing over the lines just
-/// read spares fetching a fresh panel's lines from memory (`rank` −16 %, the rolling
-/// kernels −6 to −16 % in the alpha101 batch: benches/README.md, session 28).
+/// read spares fetching a fresh panel's lines from memory (`rank` −16 % in the alpha101
+/// batch: benches/README.md, session 28). The rolling kernels take a fresh panel all the
+/// same: they read days behind the one they write, so the input would need a copy first.
 pub enum Src<'a> {
     Read(&'a Panel),
     Take(Panel),
@@ -56,8 +57,7 @@ impl Src<'_> {
 }
 
 /// A raw pointer to a panel's cells shared by parallel tasks, each of which reads and
-/// writes only its own cells (a block of dates in `cross::per_date`, a group of assets
-/// in the rolling kernels).
+/// writes only its own cells (a block of dates in `cross::per_date`).
 #[derive(Clone, Copy)]
 pub(crate) struct DisjointCells(pub(crate) *mut f64);
 // SAFETY: every user splits the cells between its tasks so that no cell is read or

@@ -9,7 +9,7 @@
 
 use super::{corr_of, cov_of, exact_moments, Extreme, ILL_CONDITIONED};
 use crate::data::Panel;
-use crate::expr::kernels::{DisjointCells, Src};
+use crate::expr::kernels::Src;
 use rayon::prelude::*;
 
 mod sums;
@@ -37,47 +37,18 @@ struct Sums {
 /// the inputs are read where they lie. A last group of fewer than eight assets runs like
 /// the others, its spare lanes computed from padding and never read.
 ///
-/// The result goes into the first input that may be taken ([`Src::Take`]): that input's
-/// group is first copied aside (the kernel reads days behind the one it writes), and the
-/// result written back over the cache lines just read.
+/// The result goes to a fresh panel even where an input may be taken ([`Src::Take`]): the
+/// kernels read days behind the one they write, so writing over the input needed a copy
+/// of each group first, and without it the rolling kernels ran 3 to 30 % faster
+/// (benches/README.md, session 30). A taken input goes back to the pool at the end.
 fn grouped<const K: usize>(inputs: [Src<'_>; K], eight: impl Fn([&[f64]; K], &mut [f64]) + Sync) -> Panel {
     let (nd, na) = (inputs[0].panel().n_dates(), inputs[0].panel().n_assets());
-    let mut inputs = inputs.map(Some);
-    let taken = inputs.iter().position(|s| matches!(s, Some(Src::Take(_))));
-    let mut out = match taken.and_then(|k| inputs[k].take()) {
-        Some(Src::Take(p)) => p,
-        _ => Panel::scratch(nd, na),
-    };
-    assert!(
-        (out.n_dates(), out.n_assets()) == (nd, na) && inputs.iter().flatten().all(|s| s.panel().n_dates() == nd && s.panel().n_assets() == na),
-        "panels of one shape"
-    );
+    assert!(inputs.iter().all(|s| s.panel().n_dates() == nd && s.panel().n_assets() == na), "panels of one shape");
+    let mut out = Panel::scratch(nd, na);
     if nd == 0 || na == 0 {
         return out;
     }
-    let dst = DisjointCells(out.as_mut_slice().as_mut_ptr());
-    let src: [DisjointCells; K] = std::array::from_fn(|k| match &inputs[k] {
-        Some(s) => DisjointCells(s.panel().as_slice().as_ptr().cast_mut()),
-        None => dst,
-    });
-    let n = nd * W;
-    (0..na.div_ceil(W)).into_par_iter().for_each_init(Vec::new, |copy, g| {
-        #[allow(clippy::redundant_locals)]
-        let (src, dst) = (src, dst);
-        // SAFETY (the slices below): every panel holds the groups' nd × W cells (asserted
-        // above); this task alone reads and writes group g; the output's own input is
-        // copied (and its slice dropped) before the output slice is made.
-        let cells = |c: DisjointCells| unsafe { std::slice::from_raw_parts(c.0.add(g * n).cast_const(), n) };
-        if let Some(k) = taken {
-            copy.clear();
-            copy.extend_from_slice(cells(src[k]));
-        }
-        let ins: [&[f64]; K] = std::array::from_fn(|k| if Some(k) == taken { &copy[..] } else { cells(src[k]) });
-        // SAFETY: group g's cells of the output, this task's.
-        let o = unsafe { std::slice::from_raw_parts_mut(dst.0.add(g * n), n) };
-        eight(ins, o);
-    });
-    drop(inputs);
+    out.par_groups_mut().enumerate().for_each(|(g, o)| eight(std::array::from_fn(|k| inputs[k].panel().group(g)), o));
     out
 }
 
