@@ -188,17 +188,17 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
     let nd = cal.len();
     let na = uni.len();
     // Cells are indexed with u32 below.
-    if nd * na > u32::MAX as usize {
+    if Panel::cells(nd, na) > u32::MAX as usize {
         return Err(DataError::Read { path: path.to_path_buf(), msg: format!("{nd} dates × {na} symbols is too large a panel") });
     }
 
     // Cell index per row, and duplicate detection.
-    let mut first_row = vec![u32::MAX; nd * na];
+    let mut first_row = vec![u32::MAX; Panel::cells(nd, na)];
     let mut cell: Vec<u32> = Vec::with_capacity(row_dates.len());
     for (r, (d, s)) in row_dates.iter().zip(&row_syms).enumerate() {
         let t = cal.binary_search(d).expect("date is in the calendar");
         let a = sym_index[s];
-        let c = a * nd + t;
+        let c = Panel::cell(nd, t, a);
         if first_row[c] != u32::MAX {
             return Err(DataError::Duplicate {
                 path: path.to_path_buf(),
@@ -217,11 +217,11 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
     drop(row_syms);
 
     let scatter = |values: &[f64]| {
-        let mut data = vec![f64::NAN; nd * na];
+        let mut data = vec![f64::NAN; Panel::cells(nd, na)];
         for (&c, &v) in cell.iter().zip(values) {
             data[c as usize] = if v.is_finite() { v } else { f64::NAN };
         }
-        Panel::from_asset_major(nd, na, data)
+        Panel::from_cells(nd, na, data)
     };
 
     let close_raw = numeric(path, col("close"))?;

@@ -65,6 +65,27 @@ impl Panel {
         p
     }
 
+    /// Wraps a buffer already in the panel's layout: `data[Panel::cell(n_dates, date, asset)]`,
+    /// padding included ([`Panel::cells`] long).
+    ///
+    /// # Panics
+    /// If the buffer length is not [`Panel::cells`] (a programming error, never data).
+    pub fn from_cells(n_dates: usize, n_assets: usize, data: Vec<f64>) -> Panel {
+        assert_eq!(data.len(), cells(n_dates, n_assets), "panel buffer has the wrong length");
+        Panel { n_dates, n_assets, data }
+    }
+
+    /// Length of the buffer of an `n_dates × n_assets` panel, padding included.
+    pub fn cells(n_dates: usize, n_assets: usize) -> usize {
+        cells(n_dates, n_assets)
+    }
+
+    /// Where (date, asset) lies in the buffer of a panel of `n_dates` dates.
+    #[inline]
+    pub fn cell(n_dates: usize, date: usize, asset: usize) -> usize {
+        ((asset / LANES) * n_dates + date) * LANES + asset % LANES
+    }
+
     /// Builds a panel from a date-major buffer (`data[date * n_assets + asset]`).
     pub fn from_date_major(n_dates: usize, n_assets: usize, data: &[f64]) -> Panel {
         assert_eq!(data.len(), n_dates * n_assets, "panel buffer has the wrong length");
@@ -90,7 +111,7 @@ impl Panel {
     #[inline]
     fn index(&self, date: usize, asset: usize) -> usize {
         debug_assert!(date < self.n_dates && asset < self.n_assets);
-        ((asset / LANES) * self.n_dates + date) * LANES + asset % LANES
+        Panel::cell(self.n_dates, date, asset)
     }
 
     /// Value at (date, asset).
