@@ -537,6 +537,11 @@ pub unsafe fn gather_date_block(src: *const f64, nd: usize, na: usize, t0: usize
     debug_assert!(t0 + rows <= nd);
     for g in 0..na.div_ceil(LANES) {
         let (a0, w) = (g * LANES, LANES.min(na - g * LANES));
+        // The lines of the group after next: each group's rows of a block are a short
+        // run, too short for the hardware prefetcher to get ahead of the reads.
+        if g + 2 < na.div_ceil(LANES) {
+            prefetch(src.wrapping_add(((g + 2) * nd + t0) * LANES), rows * LANES);
+        }
         // SAFETY: as in `scatter_date_block`, reading.
         unsafe {
             let base = src.add((g * nd + t0) * LANES);

@@ -1,6 +1,7 @@
-//! Cross-sectional (per-date) kernels. The panel is transposed to a date-major scratch
-//! buffer in cache-sized blocks so each date's cross-section is contiguous, processed in
-//! parallel over dates, and transposed back.
+//! Cross-sectional (per-date) kernels. The panel's dates are gathered into a date-major
+//! scratch buffer in cache-sized blocks (a cache line per group of eight assets and date)
+//! so that each date's cross-section is contiguous, processed in parallel over dates, and
+//! scattered back.
 
 use super::{DisjointCells, Src};
 use crate::data::{gather_date_block, scatter_date_block, transpose, Groups, Panel, LANES};
@@ -11,7 +12,7 @@ pub const BLOCK: usize = 32;
 
 /// Applies `k(row_in, row_out, scratch)` to each date's cross-section; `k` must write
 /// every cell of `row_out` (it holds an earlier row's values). Dates are
-/// processed in cache-sized blocks (gathered from the asset-major panel, scattered back),
+/// processed in cache-sized blocks (gathered from the panel's groups, scattered back),
 /// in parallel over blocks, so no full-panel transpose is ever materialised. A panel that
 /// may be taken ([`Src::Take`]) receives the result: each block is written back over the
 /// cache lines it was just read from.
@@ -38,7 +39,7 @@ pub fn per_date<'a, S: Default + Send>(x: impl Into<Src<'a>>, k: impl Fn(&[f64],
 /// The blocks of [`per_date`]: reads from `src`, writes to `out`.
 ///
 /// # Safety
-/// `src` must hold `out`'s n_dates × n_assets cells, asset-major, and no one else may
+/// `src` must hold `out`'s n_dates × n_assets cells, in its layout, and no one else may
 /// write them during the call. It may be `out`'s own buffer.
 unsafe fn blocks<S: Default + Send>(src: *const f64, out: &mut Panel, k: impl Fn(&[f64], &mut [f64], &mut S) + Sync) {
     let (nd, na) = (out.n_dates(), out.n_assets());
@@ -519,7 +520,7 @@ mod tests {
         assert!(order_key(-1.0) < order_key(-0.5) && order_key(0.5) < order_key(1.0));
     }
 
-    /// `scale` and `indneutralize`, which sum straight from the asset-major panel, against
+    /// `scale` and `indneutralize`, which sum without a per-date walk, against
     /// per-date walks (the plain definitions), bit for bit: across two date chunks, with
     /// NaN, infinities, signed zeros, all-missing dates and assets without a group.
     #[test]
