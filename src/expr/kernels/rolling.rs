@@ -241,11 +241,11 @@ fn exact_var<'a>(w: impl Iterator<Item = &'a f64> + Clone) -> (f64, f64) {
 
 /// Two-pass (cov, var_x, var_y), ddof = 1, around each side's first value
 /// ([`anchored_mean`]).
-fn exact_moments<'a>(x: impl Iterator<Item = &'a f64> + Clone, y: impl Iterator<Item = &'a f64> + Clone) -> (f64, f64, f64) {
-    let n = x.clone().count() as f64;
-    let ((ox, mx), (oy, my)) = (anchored_mean(x.clone()), anchored_mean(y.clone()));
+fn exact_moments(x: &[f64], y: &[f64]) -> (f64, f64, f64) {
+    let n = x.len() as f64;
+    let ((ox, mx), (oy, my)) = (anchored_mean(x.iter()), anchored_mean(y.iter()));
     let (mut c, mut vx, mut vy) = (0.0, 0.0, 0.0);
-    for (a, b) in x.zip(y) {
+    for (a, b) in x.iter().zip(y) {
         let (u, v) = (a - ox - mx, b - oy - my);
         c += u * v;
         vx += u * u;
@@ -338,7 +338,7 @@ fn pair_windows(x: &[f64], y: &[f64], d: usize, out: &mut [f64], mut f: impl FnM
         let m = match c.moments(dn) {
             Some(m) if !cx && !cy => m,
             _ if cx || cy => (0.0, 0.0, 0.0),
-            _ => exact_moments(x[t + 1 - d..=t].iter(), y[t + 1 - d..=t].iter()),
+            _ => exact_moments(&x[t + 1 - d..=t], &y[t + 1 - d..=t]),
         };
         out[t] = f(m, cx, cy);
     }

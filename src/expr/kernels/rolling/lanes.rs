@@ -301,7 +301,7 @@ fn exact_lane(x: &[f64], y: &[f64], l: usize, from: usize, to: usize) -> (f64, f
         b.clear();
         a.extend(x[from * W + l..=to * W + l].iter().step_by(W));
         b.extend(y[from * W + l..=to * W + l].iter().step_by(W));
-        exact_moments(a.iter(), b.iter())
+        exact_moments(a, b)
     })
 }
 
