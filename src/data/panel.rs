@@ -10,6 +10,7 @@
 //! (benches/README.md, session 30). A last group of fewer than eight assets is padded: its
 //! spare lanes hold NaN or whatever a kernel computed from them, and are never read as data.
 
+use ndarray::{Array2, ArrayView3};
 use rayon::prelude::*;
 
 /// Assets per group: one AVX-512 vector of `f64`, one cache line.
@@ -168,6 +169,17 @@ impl Panel {
             });
         }
         out
+    }
+
+    /// A zero-copy `ndarray` view of the buffer with shape (groups, dates, [`LANES`]):
+    /// asset `8 · group + lane`; the last group's lanes past `n_assets` are padding.
+    pub fn view(&self) -> ArrayView3<'_, f64> {
+        ArrayView3::from_shape((self.n_groups(), self.n_dates, LANES), &self.data).expect("panel shape matches its buffer")
+    }
+
+    /// An `ndarray` copy with shape (dates, assets), padding left out.
+    pub fn to_array(&self) -> Array2<f64> {
+        Array2::from_shape_fn((self.n_dates, self.n_assets), |(t, a)| self.get(t, a))
     }
 
     /// Every real cell (padding left out), in no particular order.
@@ -743,6 +755,9 @@ mod tests {
         assert_eq!(p.get(2, 1), 7.0);
         assert_eq!(p.series(1), &[1.0, 4.0, 7.0, 10.0]);
         assert_eq!(p.to_asset_major(), vec![0.0, 3.0, 6.0, 9.0, 1.0, 4.0, 7.0, 10.0, 2.0, 5.0, 8.0, 11.0]);
+        assert_eq!((p.view().dim(), p.view()[[0, 3, 2]]), ((1, 4, 8), 11.0));
+        assert_eq!(p.to_array()[[3, 2]], 11.0);
+        assert_eq!(p.to_array().shape(), &[4, 3]);
         let mut back = Vec::new();
         p.to_date_major(0, 4, &mut back);
         assert_eq!(back, dm);
