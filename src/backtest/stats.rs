@@ -62,7 +62,7 @@ pub fn pearson4(x: &[f64], ys: [&[f64]; 4], finite: [&[u64]; 4], min: usize) -> 
     assert!(finite.iter().all(|f| f.len() * 64 >= x.len()), "pearson4: a bitset is shorter than x");
     debug_assert!((0..4).all(|k| finite[k][..x.len().div_ceil(64)] == finite_bits(&ys[k][..x.len()])[..]), "pearson4: bits of other series");
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("popcnt") {
+    if crate::expr::kernels::simd::avx512_popcnt() {
         // SAFETY: the CPU has AVX-512F and POPCNT, every series is at least as long as x
         // and every bitset covers x.
         let sums = unsafe { avx512::pass1(x, ys, finite) };

@@ -24,7 +24,7 @@ impl TieBits {
         self.words.clear();
         self.words.resize(n / 64 + 1, 0);
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("popcnt") {
+        if crate::expr::kernels::simd::avx512_popcnt() {
             // SAFETY: the CPU supports AVX-512F and POPCNT (checked just above); `words` holds
             // n / 64 + 1 words.
             self.repeats = unsafe { avx512::bits(sorted, &mut self.words) };
@@ -200,7 +200,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn vector_bits_equal_the_portable_ones() {
-        if !(std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("popcnt")) {
+        if !crate::expr::kernels::simd::avx512_popcnt() {
             return;
         }
         for row in rows() {

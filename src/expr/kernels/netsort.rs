@@ -26,7 +26,7 @@ const _: () = assert!(MAX == 1 << INDEX_BITS);
 pub fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("popcnt")
+        super::simd::avx512_popcnt()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

@@ -1,7 +1,14 @@
-//! AVX-512 idioms the kernels share: the lane mask of a row's last, partial block, and
-//! the mask of finite lanes.
+//! AVX-512 idioms the kernels share: the CPU check of the kernels that also count bits,
+//! the lane mask of a row's last, partial block, and the mask of finite lanes.
 
 use std::arch::x86_64::*;
+
+/// Whether the CPU has AVX-512F and POPCNT: the kernels that count set bits (the sorting
+/// network's finite values, the scorer's ties and label counts) need both (checked once
+/// and cached by std).
+pub fn avx512_popcnt() -> bool {
+    is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("popcnt")
+}
 
 /// The lanes of block `q` (cells `8q .. 8q + 8`) that lie inside a row of `len` cells:
 /// all eight, or those of the row's tail.
