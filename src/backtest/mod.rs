@@ -200,7 +200,7 @@ impl Scorer {
         drop(extra);
         let words = words(na);
         let mut label_ok = vec![0u64; labels.len().div_ceil(na.max(1)) * words];
-        label_ok.par_chunks_mut(words).zip(labels.par_chunks(na.max(1))).for_each(|(bits, row)| bits.copy_from_slice(&finite_bits(row)));
+        label_ok.par_chunks_mut(words).zip(labels.par_chunks(na.max(1))).for_each(|(bits, row)| finite_bits(row, bits));
         let mut main_ranks = vec![f32::NAN; main.rows.len()];
         let mut main_order = vec![0u32; main.rows.len()];
         let mut main_syy = vec![0.0; end - start];

@@ -60,7 +60,7 @@ pub fn pearson_many<const K: usize>(x: &[f64], ys: [&[f64]; K], min: usize) -> [
 pub fn pearson4(x: &[f64], ys: [&[f64]; 4], finite: [&[u64]; 4], min: usize) -> ([f64; 4], [usize; 4]) {
     assert!(ys.iter().all(|y| y.len() >= x.len()), "pearson4: a series is shorter than x");
     assert!(finite.iter().all(|f| f.len() * 64 >= x.len()), "pearson4: a bitset is shorter than x");
-    debug_assert!((0..4).all(|k| finite[k][..x.len().div_ceil(64)] == finite_bits(&ys[k][..x.len()])[..]), "pearson4: bits of other series");
+    debug_assert!((0..4).all(|k| ys[k][..x.len()].chunks(64).zip(finite[k]).all(|(c, &w)| finite_word(c) == w)), "pearson4: bits of other series");
     #[cfg(target_arch = "x86_64")]
     if crate::expr::kernels::simd::avx512_popcnt() {
         // SAFETY: the CPU has AVX-512F and POPCNT, every series is at least as long as x
@@ -71,13 +71,19 @@ pub fn pearson4(x: &[f64], ys: [&[f64]; 4], finite: [&[u64]; 4], min: usize) -> 
     pearson4_generic(x, ys, min)
 }
 
-/// Bit i (of word i / 64) set where `y[i]` is finite; bits past the end clear.
-pub fn finite_bits(y: &[f64]) -> Vec<u64> {
-    let mut out = vec![0u64; y.len().div_ceil(64)];
-    for (i, v) in y.iter().enumerate() {
-        out[i / 64] |= u64::from(v.is_finite()) << (i % 64);
+/// Writes bit i (of word i / 64) set where `y[i]` is finite into `out`, which holds
+/// `y.len().div_ceil(64)` words; bits past the end clear.
+pub fn finite_bits(y: &[f64], out: &mut [u64]) {
+    assert_eq!(out.len(), y.len().div_ceil(64), "finite_bits: a word per 64 cells");
+    for (w, cells) in out.iter_mut().zip(y.chunks(64)) {
+        *w = finite_word(cells);
     }
-    out
+}
+
+/// Bit i set where `cells[i]` (at most 64) is finite.
+#[inline(always)]
+fn finite_word(cells: &[f64]) -> u64 {
+    cells.iter().enumerate().fold(0u64, |bits, (i, v)| bits | u64::from(v.is_finite()) << i)
 }
 
 crate::expr::kernels::avx2_dispatch! {
@@ -264,7 +270,7 @@ mod avx512 {
         // of ones, summed: the same exact count).
         let mut n = [0u32; K];
         for (w, chunk) in x.chunks(64).enumerate() {
-            let fx = chunk.iter().enumerate().fold(0u64, |bits, (i, v)| bits | u64::from(v.is_finite()) << i);
+            let fx = super::finite_word(chunk);
             for k in 0..K {
                 // SAFETY: word w of a bitset covering x.
                 n[k] += (fx & unsafe { *ok[k].get_unchecked(w) }).count_ones();
@@ -326,7 +332,14 @@ mod tests {
         // with the counts.
         let ys = [&cols[0][..], &cols[1][..], &cols[2][..], &c[..97]];
         let counts: [usize; 4] = std::array::from_fn(|k| (0..97).filter(|&i| x[i].is_finite() && ys[k][i].is_finite()).count());
-        let bits: Vec<Vec<u64>> = ys.iter().map(|y| finite_bits(y)).collect();
+        let bits: Vec<Vec<u64>> = ys
+            .iter()
+            .map(|y| {
+                let mut b = vec![0; y.len().div_ceil(64)];
+                finite_bits(y, &mut b);
+                b
+            })
+            .collect();
         let finite = [&bits[0][..], &bits[1][..], &bits[2][..], &bits[3][..]];
         for (r, n) in [pearson4(&x, ys, finite, 20), pearson4_generic(&x, ys, 20)] {
             assert_eq!(r.map(f64::to_bits), many.map(f64::to_bits));
