@@ -24,11 +24,6 @@ pub struct Panel {
     data: Vec<f64>,
 }
 
-/// Cells of the buffer of an `n_dates × n_assets` panel (the last group padded).
-fn cells(n_dates: usize, n_assets: usize) -> usize {
-    n_assets.div_ceil(LANES) * n_dates * LANES
-}
-
 impl Panel {
     /// A panel filled with NaN.
     pub fn nan(n_dates: usize, n_assets: usize) -> Panel {
@@ -39,12 +34,12 @@ impl Panel {
     /// of about this size when there is one (its old values are still in it), else zeroed
     /// memory straight from the allocator. See [`pool`].
     pub fn scratch(n_dates: usize, n_assets: usize) -> Panel {
-        Panel { n_dates, n_assets, data: pool::take(cells(n_dates, n_assets)) }
+        Panel { n_dates, n_assets, data: pool::take(Panel::cells(n_dates, n_assets)) }
     }
 
     /// A panel filled with one value.
     pub fn filled(n_dates: usize, n_assets: usize, v: f64) -> Panel {
-        Panel { n_dates, n_assets, data: vec![v; cells(n_dates, n_assets)] }
+        Panel { n_dates, n_assets, data: vec![v; Panel::cells(n_dates, n_assets)] }
     }
 
     /// Builds a panel from an asset-major buffer (`data[asset * n_dates + date]`).
@@ -72,13 +67,14 @@ impl Panel {
     /// # Panics
     /// If the buffer length is not [`Panel::cells`] (a programming error, never data).
     pub fn from_cells(n_dates: usize, n_assets: usize, data: Vec<f64>) -> Panel {
-        assert_eq!(data.len(), cells(n_dates, n_assets), "panel buffer has the wrong length");
+        assert_eq!(data.len(), Panel::cells(n_dates, n_assets), "panel buffer has the wrong length");
         Panel { n_dates, n_assets, data }
     }
 
-    /// Length of the buffer of an `n_dates × n_assets` panel, padding included.
+    /// Length of the buffer of an `n_dates × n_assets` panel, padding included (the last
+    /// group padded to eight assets).
     pub fn cells(n_dates: usize, n_assets: usize) -> usize {
-        cells(n_dates, n_assets)
+        n_assets.div_ceil(LANES) * n_dates * LANES
     }
 
     /// Where (date, asset) lies in the buffer of a panel of `n_dates` dates.
@@ -195,7 +191,7 @@ impl Panel {
     /// after it can be read).
     pub fn truncate_dates(&self, n: usize) -> Panel {
         let n = n.min(self.n_dates);
-        let mut data = Vec::with_capacity(cells(n, self.n_assets));
+        let mut data = Vec::with_capacity(Panel::cells(n, self.n_assets));
         for g in 0..self.n_groups() {
             data.extend_from_slice(&self.group(g)[..n * LANES]);
         }
