@@ -290,8 +290,8 @@ fn windows8<const CORR: bool>(x: &[f64], y: &[f64], d: usize, out: &mut [f64]) {
 
 /// [`exact_moments`] of lane l's window `from..=to`: for the exact recomputes of
 /// ill-conditioned windows. The lane's values are copied out first (into buffers kept
-/// per thread): read in place, stepping over the other lanes, the three passes cost 1 %
-/// of the alpha101 batch.
+/// per thread): read in place, stepping over the other lanes, the three passes took
+/// 0.8 % of the alpha101 batch's profile, copied 0.6 %.
 fn exact_lane(x: &[f64], y: &[f64], l: usize, from: usize, to: usize) -> (f64, f64, f64) {
     thread_local! {
         static BUF: std::cell::RefCell<(Vec<f64>, Vec<f64>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
