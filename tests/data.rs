@@ -248,3 +248,28 @@ fn spreadsheet_dates_load_when_the_column_shows_its_order() {
     let m = load(&p, &LoadOptions::default()).expect_err("ambiguous").to_string();
     assert!(m.contains("ambiguous.csv: column 'date'") && m.contains("cannot be told apart"), "{m}");
 }
+
+#[test]
+fn empty_cells_load_as_missing_values_and_the_rest_as_given() {
+    // Rows out of order, symbols interleaved, and empty cells (nulls in the read frame):
+    // the loader's fast paths (a slice copy for a column without nulls, a symbol looked up
+    // only where it changes, a table of days) must place every value where it belongs.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rows = format!(
+        "{HEADER}2015-01-05,BBB,20,21,19,,20,200\n2015-01-02,AAA,10,11,9,10,5,100\n2015-01-05,AAA,12,13,11,12,6,\n2015-01-02,BBB,22,23,21,22,22,300\n"
+    );
+    let p = write(dir.path(), "gaps.csv", &rows);
+    let data = load(&p, &LoadOptions::default()).expect("loads");
+    assert_eq!(data.symbols, ["AAA", "BBB"]);
+    assert_eq!(data.dates.len(), 2);
+    let (close, volume, open) = (&data.fields["close"], &data.fields["volume"], &data.fields["open"]);
+    // AAA: adjustment factor adj_close / close = 0.5 on both days.
+    assert_eq!(close.series(0), [5.0, 6.0]);
+    assert_eq!(open.series(0), [5.0, 6.0]);
+    assert_eq!(volume.series(0)[0], 200.0);
+    assert!(volume.series(0)[1].is_nan(), "an empty volume is missing");
+    // BBB on 2015-01-05 has no close: its adjustment factor and so every price are missing.
+    assert_eq!(close.series(1)[0], 22.0);
+    assert!(close.series(1)[1].is_nan() && open.series(1)[1].is_nan());
+    assert_eq!(open.series(1)[0], 22.0);
+}

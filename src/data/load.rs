@@ -92,7 +92,17 @@ fn numeric(path: &Path, col: &Column) -> Result<Vec<f64>, DataError> {
         dt if dt.is_primitive_numeric() || matches!(dt, DataType::Boolean) => {
             let c = col.cast(&DataType::Float64).map_err(|e| bad(0, e.to_string()))?;
             let f = c.f64().map_err(|e| bad(0, e.to_string()))?;
-            Ok(f.iter().map(|v| v.unwrap_or(f64::NAN)).collect())
+            // Chunk by chunk: a chunk without nulls is one slice copy (an `Option` per
+            // value, through polars' validity iterator, was 7 % of loading).
+            let mut out = Vec::with_capacity(f.len());
+            for a in f.downcast_iter() {
+                if a.validity().is_none_or(|v| v.unset_bits() == 0) {
+                    out.extend_from_slice(a.values());
+                } else {
+                    out.extend(a.iter().map(|v| v.copied().unwrap_or(f64::NAN)));
+                }
+            }
+            Ok(out)
         }
         dt => Err(bad(1, format!("has type {dt}, expected numbers"))),
     }
@@ -178,13 +188,9 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
         }
     }
 
-    // Calendar and universe, both sorted.
-    let mut cal: Vec<Date> = row_dates.clone();
-    cal.sort_unstable();
-    cal.dedup();
-    let mut uni: Vec<&str> = row_syms.iter().copied().collect::<std::collections::HashSet<&str>>().into_iter().collect();
-    uni.sort_unstable();
-    let sym_index: HashMap<&str, usize> = uni.iter().enumerate().map(|(i, s)| (*s, i)).collect();
+    // Calendar and universe, both sorted, and each row's date and asset index.
+    let (cal, row_t) = calendar(&row_dates);
+    let (uni, row_a) = universe(&row_syms);
     let nd = cal.len();
     let na = uni.len();
     // Cells are indexed with u32 below.
@@ -195,15 +201,13 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
     // Cell index per row, and duplicate detection.
     let mut first_row = vec![u32::MAX; Panel::cells(nd, na)];
     let mut cell: Vec<u32> = Vec::with_capacity(row_dates.len());
-    for (r, (d, s)) in row_dates.iter().zip(&row_syms).enumerate() {
-        let t = cal.binary_search(d).expect("date is in the calendar");
-        let a = sym_index[s];
-        let c = Panel::cell(nd, t, a);
+    for (r, (&t, &a)) in row_t.iter().zip(&row_a).enumerate() {
+        let c = Panel::cell(nd, t as usize, a as usize);
         if first_row[c] != u32::MAX {
             return Err(DataError::Duplicate {
                 path: path.to_path_buf(),
-                date: *d,
-                symbol: s.to_string(),
+                date: row_dates[r],
+                symbol: row_syms[r].to_string(),
                 first: first_row[c] as usize + 1,
                 second: r + 1,
             });
@@ -212,7 +216,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
         cell.push(c as u32);
     }
     drop(first_row);
-    drop(row_dates);
+    drop((row_dates, row_t, row_a));
     let uni: Vec<String> = uni.iter().map(|s| s.to_string()).collect();
     drop(row_syms);
 
@@ -292,6 +296,69 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
     Ok(MarketData { source: path.to_path_buf(), dates: cal, symbols: uni, fields, groups, read_as })
 }
 
+/// The sorted distinct dates of the rows, and each row's index among them. Dates are day
+/// numbers: over a span of up to [`DAY_TABLE`] days (2,800 years) a table per day finds
+/// them, else a sort and binary searches. (On the shipped file's 2.1 million rows, the
+/// sort of every row's date, a binary search and two hashes of the symbol per row were a
+/// fifth of loading's samples; with [`universe`], loading went from 455–500 to 320–380 ms.)
+fn calendar(rows: &[Date]) -> (Vec<Date>, Vec<u32>) {
+    let (Some(lo), Some(hi)) = (rows.iter().map(|d| d.0).min(), rows.iter().map(|d| d.0).max()) else { return (Vec::new(), Vec::new()) };
+    let span = (i64::from(hi) - i64::from(lo) + 1) as usize;
+    if span > DAY_TABLE {
+        let mut cal = rows.to_vec();
+        cal.sort_unstable();
+        cal.dedup();
+        let at = rows.iter().map(|d| cal.binary_search(d).expect("date is in the calendar") as u32).collect();
+        return (cal, at);
+    }
+    let day = |d: &Date| (d.0 - lo) as usize;
+    let mut index = vec![u32::MAX; span];
+    for d in rows {
+        index[day(d)] = 0;
+    }
+    let mut cal = Vec::new();
+    for (k, i) in index.iter_mut().enumerate() {
+        if *i == 0 {
+            *i = cal.len() as u32;
+            cal.push(Date(lo + k as i32));
+        }
+    }
+    (cal, rows.iter().map(|d| index[day(d)]).collect())
+}
+
+/// Days a [`calendar`] table may span.
+const DAY_TABLE: usize = 1 << 20;
+
+/// The sorted distinct symbols of the rows, and each row's index among them. A long file
+/// holds each symbol's rows together, so a symbol is looked up only where it changes from
+/// the row before (every row's symbol was hashed twice, 6 % of loading).
+fn universe<'a>(rows: &[&'a str]) -> (Vec<&'a str>, Vec<u32>) {
+    let mut seen: HashMap<&str, u32> = HashMap::new();
+    let mut first: Vec<&str> = Vec::new();
+    let mut at = Vec::with_capacity(rows.len());
+    let mut prev: Option<(&str, u32)> = None;
+    for &s in rows {
+        let id = match prev {
+            Some((p, id)) if p == s => id,
+            _ => *seen.entry(s).or_insert_with(|| {
+                first.push(s);
+                first.len() as u32 - 1
+            }),
+        };
+        prev = Some((s, id));
+        at.push(id);
+    }
+    // Ids in order of first appearance, renumbered in sorted order.
+    let mut order: Vec<u32> = (0..first.len() as u32).collect();
+    order.sort_unstable_by_key(|&i| first[i as usize]);
+    let mut rank = vec![0u32; first.len()];
+    for (r, &i) in order.iter().enumerate() {
+        rank[i as usize] = r as u32;
+    }
+    at.iter_mut().for_each(|a| *a = rank[*a as usize]);
+    (order.iter().map(|&i| first[i as usize]).collect(), at)
+}
+
 /// Reads a `symbol,group` CSV (any header; the symbol column is `symbol`, the group column
 /// is `group`, `sector`, `gics sector`, or else the last column) for the given universe.
 pub fn load_groups(path: &Path, symbols: &[String]) -> Result<Groups, DataError> {
@@ -326,4 +393,32 @@ pub fn load_groups(path: &Path, symbols: &[String]) -> Result<Groups, DataError>
         tracing::warn!("{}: {missing} symbols have no group; indneutralize gives NaN for them", path.display());
     }
     Ok(Groups { ids, names, source: path.to_path_buf() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_calendar_is_the_same_by_table_and_by_sort() {
+        let rows: Vec<Date> = [20, 3, 20, 7, 3, 11].into_iter().map(Date).collect();
+        let (cal, at) = calendar(&rows);
+        assert_eq!(cal, [3, 7, 11, 20].map(Date));
+        assert_eq!(at, [3, 0, 3, 1, 0, 2]);
+        // A span too long for the table (a date in year 1 beside one in 2020) takes the sort.
+        let far: Vec<Date> = [737_000, -719_000, 737_000, 0].into_iter().map(Date).collect();
+        assert!((737_000 + 719_000) as usize > DAY_TABLE);
+        let (cal, at) = calendar(&far);
+        assert_eq!(cal, [-719_000, 0, 737_000].map(Date));
+        assert_eq!(at, [2, 0, 2, 1]);
+        assert_eq!(calendar(&[]), (Vec::new(), Vec::new()));
+    }
+
+    #[test]
+    fn the_universe_is_sorted_whatever_the_row_order() {
+        let rows = ["MSFT", "MSFT", "AAPL", "MSFT", "ZION", "AAPL", "AAPL"];
+        let (uni, at) = universe(&rows);
+        assert_eq!(uni, ["AAPL", "MSFT", "ZION"]);
+        assert_eq!(at, [1, 1, 0, 1, 2, 0, 0]);
+    }
 }
