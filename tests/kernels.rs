@@ -326,8 +326,9 @@ fn cross_sectional_rank_of_real_panels_matches_naive_average_ranks() {
     }
 }
 
-/// `scale` and `indneutralize` (which sum across stocks without a per-date walk) on real panels, every date, against the per-date definitions, bit for bit:
-/// returns (signs and exact zeros) and volume, by the GICS sectors shipped with the data.
+/// `scale` and `indneutralize` (which sum across stocks without a per-date walk) on real
+/// panels, every date, against the per-date definitions, bit for bit: returns (signs and
+/// exact zeros) and volume, by the GICS sectors shipped with the data.
 #[test]
 fn scale_and_indneutralize_of_real_panels_match_per_date_sums() {
     use alphaloop::expr::{eval_expr, NoAlphas};
