@@ -42,9 +42,8 @@ pub unsafe fn finite(v: __m512d) -> __mmask8 {
 /// comes to a midpoint between two doubles (`a − b·m`, a nonzero multiple of half an ulp,
 /// puts it at least `1 / 2b` ulp away; it is never exactly one, since `b·m` needs 54
 /// significant bits), so the one rounding of the last fused multiply-add is the
-/// division's (Markstein's correction). A vector division costs 16 cycles of the divider
-/// per eight lanes on the Intel cores this project runs on, and the divider was the
-/// correlation walk's bottleneck there.
+/// division's (Markstein's correction). Worth it only where the divider is slow
+/// ([`divider_is_slow`]).
 ///
 /// Zeros (whose sign the correction would lose), infinities and NaN take `a·y`, which is
 /// exact for them; the few lanes whose quotient could come near the subnormal range (below
@@ -53,6 +52,23 @@ pub unsafe fn finite(v: __m512d) -> __mmask8 {
 pub struct DivBy {
     b: __m512d,
     y: __m512d,
+}
+
+/// Whether vector divisions by a constant pay as [`DivBy`]'s multiply-adds: on Intel cores
+/// (a 512-bit division takes the divider 16 cycles, two multiply-add ports run beside it)
+/// the correlation walk was bound by its divider and ran 15–30 % faster with them; on
+/// AMD's Zen 4 (512-bit operations in two halves, a quicker divider) the same walk ran
+/// 15–35 % slower (benches/README.md, sessions 15, 28 and 32). Read once from the CPU's
+/// vendor; both give the same bits.
+pub fn divider_is_slow() -> bool {
+    static SLOW: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SLOW.get_or_init(|| {
+        // SAFETY: CPUID leaf 0 exists on every x86-64 CPU.
+        #[allow(unused_unsafe)]
+        let r = unsafe { __cpuid(0) };
+        // "GenuineIntel", in the order EBX, EDX, ECX.
+        [r.ebx, r.edx, r.ecx] == [0x756e_6547, 0x4965_6e69, 0x6c65_746e]
+    })
 }
 
 /// Dividends below this magnitude are divided by the divider in [`DivBy`] (their quotient

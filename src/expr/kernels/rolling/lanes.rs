@@ -275,17 +275,34 @@ unsafe fn ts_rank8_avx512(x: &[f64], d: usize, out: &mut [f64]) {
 fn windows8<const CORR: bool>(x: &[f64], y: &[f64], d: usize, out: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
-        // One compiled walk per (d, d − 1) being a power of two or not: dividing by a power
-        // of two is multiplying by its reciprocal, the same bits (both round the same exact
-        // quotient), and six of the walk's seven divisions are by d or d − 1.
-        // SAFETY (each call): the CPU supports AVX-512F (checked just above).
-        return match (d.is_power_of_two(), d.saturating_sub(1).is_power_of_two()) {
-            (true, _) => unsafe { walk_avx512::<CORR, true, false>(x, y, d, out) },
-            (_, true) => unsafe { walk_avx512::<CORR, false, true>(x, y, d, out) },
-            _ => unsafe { walk_avx512::<CORR, false, false>(x, y, d, out) },
-        };
+        // SAFETY: the CPU supports AVX-512F (checked just above).
+        return unsafe { walk8_avx512::<CORR>(x, y, d, crate::expr::kernels::simd::divider_is_slow(), out) };
     }
     walk(x, y, d, out, finish::<CORR>)
+}
+
+/// [`walk_avx512`] compiled for d: one walk per (d, d − 1) being a power of two or not
+/// (dividing by a power of two is multiplying by its reciprocal, the same bits: both round
+/// the same exact quotient), and per whether the other divisions by d and d − 1 (six of
+/// the walk's seven) run on the divider or as
+/// [`DivBy`](crate::expr::kernels::simd::DivBy)'s multiply-adds (`fma`), which give the
+/// same bits.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[cfg(target_arch = "x86_64")]
+unsafe fn walk8_avx512<const CORR: bool>(x: &[f64], y: &[f64], d: usize, fma: bool, out: &mut [f64]) {
+    // SAFETY (each call): passed on from the caller.
+    unsafe {
+        match (d.is_power_of_two(), d.saturating_sub(1).is_power_of_two(), fma) {
+            (true, _, false) => walk_avx512::<CORR, true, false, false>(x, y, d, out),
+            (true, _, true) => walk_avx512::<CORR, true, false, true>(x, y, d, out),
+            (_, true, false) => walk_avx512::<CORR, false, true, false>(x, y, d, out),
+            (_, true, true) => walk_avx512::<CORR, false, true, true>(x, y, d, out),
+            (_, _, false) => walk_avx512::<CORR, false, false, false>(x, y, d, out),
+            (_, _, true) => walk_avx512::<CORR, false, false, true>(x, y, d, out),
+        }
+    }
 }
 
 /// [`exact_moments`] of lane l's window `from..=to`: for the exact recomputes of
@@ -454,7 +471,7 @@ fn walk<F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy>(
 /// The CPU must support AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool>(x: &[f64], y: &[f64], d: usize, out: &mut [f64]) {
+unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool, const FMA: bool>(x: &[f64], y: &[f64], d: usize, out: &mut [f64]) {
     use crate::expr::kernels::simd::{finite, DivBy};
     use std::arch::x86_64::*;
     let n = x.len() / W;
@@ -478,10 +495,10 @@ unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool>
     let (rdn, rdn1) = (_mm512_set1_pd(1.0 / dn), _mm512_set1_pd(1.0 / (dn - 1.0)));
     debug_assert!(!POW2_D || d.is_power_of_two());
     debug_assert!(!POW2_D1 || (d - 1).is_power_of_two());
-    // (Else the divider's bits from multiply-adds: on Intel cores it was the walk's bottleneck.)
+    // Else the divider, or its bits from multiply-adds where the divider is slow.
     let (div_d, div_d1) = (DivBy::new(d), DivBy::new(d - 1));
-    let by_d = |v: __m512d| if POW2_D { _mm512_mul_pd(v, rdn) } else { div_d.div(v) };
-    let by_d1 = |v: __m512d| if POW2_D1 { _mm512_mul_pd(v, rdn1) } else { div_d1.div(v) };
+    let by_d = |v: __m512d| if POW2_D { _mm512_mul_pd(v, rdn) } else if FMA { div_d.div(v) } else { _mm512_div_pd(v, vdn) };
+    let by_d1 = |v: __m512d| if POW2_D1 { _mm512_mul_pd(v, rdn1) } else if FMA { div_d1.div(v) } else { _mm512_div_pd(v, vdn1) };
     let (one, du, never) = (_mm512_set1_epi64(1), _mm512_set1_epi64(d as i64), _mm512_set1_epi64(-1));
     let ill_k = _mm512_set1_pd(ILL_CONDITIONED);
     let (mut kx, mut ky, mut sx, mut sy, mut sxx, mut syy, mut sxy) = (zero, zero, zero, zero, zero, zero, zero);
@@ -705,14 +722,18 @@ mod tests {
         // One group of eight assets: the panels' buffers are the interleaved lanes.
         let (x, y) = (px.as_slice(), py.as_slice());
         for d in [1, 2, 3, 4, 5, 8, 9, 10, 17, 37, nd, nd + 1] {
-            for corr in [true, false] {
+            for (corr, fma) in [(true, false), (true, true), (false, false), (false, true)] {
                 let (mut fast, mut slow) = (vec![0.0; nd * 8], vec![0.0; nd * 8]);
-                // (The CPU has AVX-512F, checked above, so this is the vector walk, with
-                // its power-of-two variants for d = 2, 4, 8 and 3, 5, 9, 17.)
-                if corr {
-                    super::windows8::<true>(x, y, d, &mut fast)
-                } else {
-                    super::windows8::<false>(x, y, d, &mut fast)
+                // (The CPU has AVX-512F, checked above: the vector walk, with its
+                // power-of-two variants for d = 2, 4, 8 and 3, 5, 9, 17, its other
+                // divisions on the divider and as multiply-adds.)
+                // SAFETY: AVX-512F checked above.
+                unsafe {
+                    if corr {
+                        super::walk8_avx512::<true>(x, y, d, fma, &mut fast)
+                    } else {
+                        super::walk8_avx512::<false>(x, y, d, fma, &mut fast)
+                    }
                 }
                 if corr {
                     super::walk(x, y, d, &mut slow, super::finish::<true>);
@@ -720,7 +741,7 @@ mod tests {
                     super::walk(x, y, d, &mut slow, super::finish::<false>);
                 }
                 let bits = |v: &[f64]| v.iter().map(|f| if f.is_nan() { u64::MAX } else { f.to_bits() }).collect::<Vec<_>>();
-                assert_eq!(bits(&fast), bits(&slow), "corr={corr} d={d}");
+                assert_eq!(bits(&fast), bits(&slow), "corr={corr} fma={fma} d={d}");
             }
         }
     }

@@ -56,7 +56,7 @@ fn run<'a>(x: impl Into<Src<'a>>, d: usize, stat: Stat, one: fn(&[f64], usize, &
 mod avx512 {
     use super::super::super::{exact_var, ILL_CONDITIONED};
     use super::{Stat, W};
-    use crate::expr::kernels::simd::{finite, DivBy};
+    use crate::expr::kernels::simd::finite;
     use std::arch::x86_64::*;
 
     /// The walk of [`windows`](super::super::super::windows) with the running sums of
@@ -113,10 +113,6 @@ mod avx512 {
         let (vdn, vdn1, zero, nan) = (_mm512_set1_pd(dn), _mm512_set1_pd(dn - 1.0), _mm512_setzero_pd(), _mm512_set1_pd(f64::NAN));
         let (one, du, never) = (_mm512_set1_epi64(1), _mm512_set1_epi64(d as i64), _mm512_set1_epi64(-1));
         let (norm, inv, ill_k) = (_mm512_set1_pd((d * (d + 1)) as f64 / 2.0), _mm512_set1_pd(1.0 / dn), _mm512_set1_pd(ILL_CONDITIONED));
-        // The variance's divisions by d and d − 1 without the divider (measured: −8 % on
-        // `ts_std`; a multiply-add division made `decay_linear`, one division a step, 5 %
-        // slower, and did nothing for `ts_rank`).
-        let (div_d, div_d1) = (DivBy::new(d), DivBy::new(d.max(2) - 1));
         // The window's plain sum, from −0.0 in day order (as `f64`'s `sum`).
         let window_sum = |from: usize, to: usize| (from..to).fold(_mm512_set1_pd(-0.0), |s, i| _mm512_add_pd(s, ld(i)));
         // Sums: the plain sum (Sum, Mean, Decay), the weighted sum (Decay), or the anchor
@@ -175,7 +171,7 @@ mod avx512 {
                         }
                         (k, s1, s2) = (_mm512_mask_mov_pd(k, refresh, m), _mm512_mask_mov_pd(s1, refresh, e1), _mm512_mask_mov_pd(s2, refresh, e2));
                     }
-                    let var = div_d1.div(_mm512_sub_pd(s2, div_d.div(_mm512_mul_pd(s1, s1))));
+                    let var = _mm512_div_pd(_mm512_sub_pd(s2, _mm512_div_pd(_mm512_mul_pd(s1, s1), vdn)), vdn1);
                     let constant = _mm512_cmpge_epu64_mask(run, du);
                     let scale = _mm512_add_pd(s2, _mm512_mul_pd(_mm512_mul_pd(vdn, k), k));
                     let ill = _mm512_cmp_pd_mask::<_CMP_LE_OQ>(_mm512_mul_pd(var, vdn1), _mm512_mul_pd(ill_k, scale));
