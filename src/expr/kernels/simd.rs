@@ -63,9 +63,8 @@ pub struct DivBy {
 pub fn divider_is_slow() -> bool {
     static SLOW: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *SLOW.get_or_init(|| {
-        // SAFETY: CPUID leaf 0 exists on every x86-64 CPU.
-        #[allow(unused_unsafe)]
-        let r = unsafe { __cpuid(0) };
+        // (Leaf 0 exists on every x86-64 CPU.)
+        let r = __cpuid(0);
         // "GenuineIntel", in the order EBX, EDX, ECX.
         [r.ebx, r.edx, r.ecx] == [0x756e_6547, 0x4965_6e69, 0x6c65_746e]
     })
@@ -133,10 +132,13 @@ mod tests {
             for i in 0..per_b {
                 a.push(match i % 3 {
                     0 => f64::from_bits(next()),
-                    // b times a double next to a midpoint: its quotient lies near that midpoint.
+                    // b times a midpoint between two doubles (m and m + 2h), rounded once, and
+                    // its neighbours: quotients as near a midpoint as any can be (a − b·(m + h)
+                    // is a small multiple of h, so they lie a few 1/2b of an ulp from it).
                     1 => {
                         let m = f64::from_bits((next() >> 2) | 0x3000_0000_0000_0000) * if next() & 1 == 0 { 1.0 } else { -1.0 };
-                        let a = m * bf;
+                        let h = f64::from_bits(m.abs().to_bits() & 0x7ff0_0000_0000_0000) * f64::EPSILON / 2.0;
+                        let a = m.mul_add(bf, h * bf);
                         f64::from_bits(a.to_bits().wrapping_add(next() % 5).wrapping_sub(2))
                     }
                     // Small integers and their sums, as window sums are.
