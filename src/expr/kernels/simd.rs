@@ -56,7 +56,7 @@ pub struct DivBy {
 
 /// Whether vector divisions by a constant pay as [`DivBy`]'s multiply-adds: on Intel cores
 /// (a 512-bit division takes the divider 16 cycles, two multiply-add ports run beside it)
-/// the correlation walk was bound by its divider and ran 15–30 % faster with them; on
+/// the correlation walk was bound by its divider and ran 13–31 % faster with them; on
 /// AMD's Zen 4 (512-bit operations in two halves, a quicker divider) the same walk ran
 /// 15–35 % slower (benches/README.md, sessions 15, 28 and 32). Read once from the CPU's
 /// vendor; both give the same bits.
