@@ -72,7 +72,7 @@ pub fn divider_is_slow() -> bool {
 
 /// Dividends below this magnitude are divided by the divider in [`DivBy`] (their quotient
 /// could be subnormal, where the correction's bound does not hold).
-pub const DIV_TINY: f64 = 1e-280;
+const DIV_TINY: f64 = 1e-280;
 
 impl DivBy {
     /// # Safety
@@ -169,7 +169,8 @@ mod tests {
         div_by_matches_division(3_000);
     }
 
-    /// The same over a hundred million dividends (a few minutes): run once by hand, with
+    /// The same over a hundred million dividends (about a second in a release build, many
+    /// times that in a debug one): run by hand with
     /// `cargo test --release -- --ignored division_by_a_constant_at_length`.
     #[test]
     #[ignore]
