@@ -174,7 +174,7 @@ pub fn ts_rank_panel<'a>(x: impl Into<Src<'a>>, d: usize) -> Panel {
 }
 
 /// [`ts_rank`](super::ts_rank) for eight interleaved lanes: the same counts, eight lanes
-/// per compare; on AVX-512 with explicit mask instructions ([`ts_rank8_avx512`]).
+/// at a time; on AVX-512 as sums of per-day shares ([`ts_rank8_avx512`]).
 fn ts_rank8(x: &[f64], d: usize, out: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
@@ -221,12 +221,17 @@ fn ranks(win: &[f64], xt: [f64; W], dn: f64) -> [f64; W] {
     std::array::from_fn(|l| (lt[l] as f64 + (eq[l] as f64 + 1.0) / 2.0) / dn)
 }
 
-/// [`ts_rank8_walk`] with [`ranks`], in AVX-512 registers: per window day one load, two
-/// compares into masks and two masked 64-bit adds, and the count of non-finite values in
-/// the window kept as mask adds (compiled from the portable walk, that count's scalar
-/// per-lane tests were a third of `ts_rank`'s time, and the counts were narrowed to
-/// 32-bit lanes split over three registers). The same operations on the same values, so
-/// the same bits.
+/// [`ts_rank8_walk`] with [`ranks`], in AVX-512 registers. Inside a window that counts
+/// (all its values finite) each earlier day's share of the rank, 1 below today's value, ½
+/// equal, 0 above, is one `vfixupimmpd` of the difference `u − x_t` (classed as negative,
+/// zero or positive; an overflow to ±∞ keeps its sign, and the difference of two finite
+/// values is zero exactly when they are equal): a subtraction, a fixup and an add per
+/// window day, where two compares into masks and two masked adds were (the compares all
+/// run on one port). Today's own day adds ½ without being read. Every share and sum is a
+/// multiple of ½ below 2²⁰, so exact: `lt + (eq + 1)/2` is the same double, and the rank
+/// the same bits. The count of non-finite values in the window is kept as mask adds
+/// (compiled from the portable walk, that count's scalar per-lane tests were a third of
+/// `ts_rank`'s time).
 ///
 /// # Safety
 /// The CPU must support AVX-512F.
@@ -239,7 +244,12 @@ unsafe fn ts_rank8_avx512(x: &[f64], d: usize, out: &mut [f64]) {
     assert!(out.len() >= n * W, "interleaved output as long as x");
     // SAFETY (every load and store below): rows t < n of slices holding n·W values.
     let ld = |t: usize| unsafe { _mm512_loadu_pd(x[t * W..t * W + W].as_ptr()) };
-    let (nan, one_pd, two, dn) = (_mm512_set1_pd(f64::NAN), _mm512_set1_pd(1.0), _mm512_set1_pd(2.0), _mm512_set1_pd(d as f64));
+    let (nan, zero, one_pd, dn) = (_mm512_set1_pd(f64::NAN), _mm512_setzero_pd(), _mm512_set1_pd(1.0), _mm512_set1_pd(d as f64));
+    // vfixupimmpd's table, a nibble per class of `u − x_t` (class j at bits 4j..4j + 4):
+    // QNaN 0, SNaN 1, ±0 2, +1 3, −∞ 4, +∞ 5, negative 6, positive 7; answers 0x8 = +0,
+    // 0xA = +1, 0xB = +½.
+    let shares = _mm512_set1_epi64(0x8A8A_8B88);
+    let share = |u: __m512d, xt: __m512d| _mm512_fixupimm_pd::<0>(zero, _mm512_sub_pd(u, xt), shares);
     let one = _mm512_set1_epi64(1);
     let mut nbad = _mm512_setzero_si512();
     for t in 0..n {
@@ -254,16 +264,18 @@ unsafe fn ts_rank8_avx512(x: &[f64], d: usize, out: &mut [f64]) {
             unsafe { _mm512_storeu_pd(o, nan) };
             continue;
         }
-        let (mut lt, mut eq) = (_mm512_setzero_si512(), _mm512_setzero_si512());
-        for i in t + 1 - d..=t {
-            let u = ld(i);
-            // Ordered compares: false with a NaN, like `<` and `==` on f64.
-            lt = _mm512_mask_add_epi64(lt, _mm512_cmp_pd_mask::<_CMP_LT_OQ>(u, xt), lt, one);
-            eq = _mm512_mask_add_epi64(eq, _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(u, xt), eq, one);
+        // Two sums, so that the adds' latency overlaps; today's ½ and the formula's ½.
+        let (mut s0, mut s1) = (one_pd, zero);
+        let mut i = t + 1 - d;
+        while i + 1 < t {
+            s0 = _mm512_add_pd(s0, share(ld(i), xt));
+            s1 = _mm512_add_pd(s1, share(ld(i + 1), xt));
+            i += 2;
         }
-        // Counts are below 2^31: through 32-bit lanes to f64, exactly.
-        let (ltf, eqf) = (_mm512_cvtepi32_pd(_mm512_cvtepi64_epi32(lt)), _mm512_cvtepi32_pd(_mm512_cvtepi64_epi32(eq)));
-        let r = _mm512_div_pd(_mm512_add_pd(ltf, _mm512_div_pd(_mm512_add_pd(eqf, one_pd), two)), dn);
+        if i < t {
+            s0 = _mm512_add_pd(s0, share(ld(i), xt));
+        }
+        let r = _mm512_div_pd(_mm512_add_pd(s0, s1), dn);
         let ok = _mm512_cmpeq_epi64_mask(nbad, _mm512_setzero_si512());
         // SAFETY: `o` holds W values.
         unsafe { _mm512_storeu_pd(o, _mm512_mask_mov_pd(nan, ok, r)) };
@@ -747,8 +759,8 @@ mod tests {
     }
 
     /// The portable ts_rank walk (used where the CPU lacks AVX-512) equals the AVX-512 one,
-    /// on windows with ties, NaN and infinities, of lengths 1 to the whole series and
-    /// beyond.
+    /// on windows with ties, NaN, infinities, signed zeros and differences beyond the largest
+    /// double, of lengths 1 to the whole series and beyond.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn portable_ts_rank_equals_the_avx512_one() {
@@ -760,13 +772,19 @@ mod tests {
             match i % 37 {
                 0 => *v = f64::NAN,
                 9 => *v = f64::INFINITY,
+                // Differences that overflow to ±∞, and zeros of both signs, on one lane's
+                // neighbouring days (cells eight apart).
+                13 | 29 => *v = -1.5e308,
+                21 => *v = 1.5e308,
+                17 => *v = -0.0,
+                25 => *v = 0.0,
                 _ if i % 5 == 0 => *v = (*v * 4.0).round(),
                 _ => {}
             }
         }
         // One group of eight assets: the panel's buffer is the interleaved lanes.
         let x = p.as_slice();
-        for d in [0, 1, 2, 7, 64, 65] {
+        for d in [0, 1, 2, 3, 4, 7, 64, 65] {
             let (mut fast, mut slow) = (vec![0.0; 64 * 8], vec![1.0; 64 * 8]);
             // SAFETY: the CPU has AVX-512F (checked above).
             unsafe { super::ts_rank8_avx512(x, d, &mut fast) };
