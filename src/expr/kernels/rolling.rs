@@ -55,24 +55,46 @@ fn per_series<const K: usize>(xs: [&Panel; K], k: impl Fn([&[f64]; K], &mut [f64
 }
 
 /// Applies a kernel that works on a series by position only (`delay`, `delta`) to whole
-/// groups: in a group's interleaved cells, `d` days back is `d · LANES` cells back.
-fn per_group(x: &Panel, d: usize, k: fn(&[f64], usize, &mut [f64])) -> Panel {
-    let nd = x.n_dates();
-    let mut out = Panel::scratch(nd, x.n_assets());
-    if nd > 0 {
-        out.par_groups_mut().zip(x.as_slice().par_chunks(nd * LANES)).for_each(|(o, g)| k(g, d.saturating_mul(LANES), o));
+/// groups: in a group's interleaved cells, `d` days back is `d · LANES` cells back. A
+/// taken panel receives the result: the kernels run from the last day back, so every day
+/// `d` back is still the input when it is read (a fresh panel's lines would first have to
+/// be fetched from memory).
+fn per_group(x: Src<'_>, d: usize, k: fn(&mut [f64], Option<&[f64]>, usize)) -> Panel {
+    let shift = d.saturating_mul(LANES);
+    // Compiled for AVX-512 where the CPU has it (the kernels are inlined into the closures).
+    let run = |o: &mut [f64], g: Option<&[f64]>| crate::data::with_avx512(|| k(o, g, shift));
+    match x {
+        Src::Take(mut p) => {
+            if p.n_dates() > 0 {
+                p.par_groups_mut().for_each(|o| run(o, None));
+            }
+            p
+        }
+        Src::Read(x) => {
+            let nd = x.n_dates();
+            let mut out = Panel::scratch(nd, x.n_assets());
+            if nd > 0 {
+                out.par_groups_mut().zip(x.as_slice().par_chunks(nd * LANES)).for_each(|(o, g)| run(o, Some(g)));
+            }
+            out
+        }
     }
-    out
 }
 
 /// [`delay`] of every asset of a panel.
 pub fn delay_panel(x: Src<'_>, d: usize) -> Panel {
-    per_group(x.panel(), d, delay)
+    per_group(x, d, |o, x, d| match x {
+        Some(x) => delay(x, d, o),
+        None => delay_in_place(o, d),
+    })
 }
 
 /// [`delta`] of every asset of a panel.
 pub fn delta_panel(x: Src<'_>, d: usize) -> Panel {
-    per_group(x.panel(), d, delta)
+    per_group(x, d, |o, x, d| match x {
+        Some(x) => delta(x, d, o),
+        None => delta_in_place(o, d),
+    })
 }
 
 #[inline(always)]
@@ -81,6 +103,7 @@ fn bad(v: f64) -> usize {
 }
 
 /// `x[t - d]`.
+#[inline(always)]
 pub fn delay(x: &[f64], d: usize, out: &mut [f64]) {
     let n = x.len();
     out[..d.min(n)].fill(f64::NAN);
@@ -89,13 +112,48 @@ pub fn delay(x: &[f64], d: usize, out: &mut [f64]) {
     }
 }
 
+/// [`delay`] written over its input.
+#[inline(always)]
+fn delay_in_place(x: &mut [f64], d: usize) {
+    let n = x.len();
+    if d < n {
+        x.copy_within(..n - d, d);
+    }
+    x[..d.min(n)].fill(f64::NAN);
+}
+
 /// `x[t] - x[t - d]`.
+#[inline(always)]
 pub fn delta(x: &[f64], d: usize, out: &mut [f64]) {
     let n = x.len();
     out[..d.min(n)].fill(f64::NAN);
     for t in d..n {
         out[t] = x[t] - x[t - d];
     }
+}
+
+/// [`delta`] written over its input: from the last day back, so that `x[t - d]` is still
+/// the input when day t is written. Blocks of `d` days (or fewer) from the end: within
+/// one, no written cell is read, so the block is a plain vectorisable loop.
+#[inline(always)]
+fn delta_in_place(x: &mut [f64], d: usize) {
+    let n = x.len();
+    if d == 0 {
+        // x − x: 0 where finite, NaN elsewhere, as `delta`.
+        x.iter_mut().for_each(|v| *v -= *v);
+        return;
+    }
+    let mut end = n;
+    while end > d {
+        let start = (end - d).max(d);
+        let (head, tail) = x.split_at_mut(start);
+        let src = &head[start - d..end - d];
+        for (o, p) in tail[..end - start].iter_mut().zip(src) {
+            *o -= p;
+        }
+        end = start;
+    }
+    x[..d.min(n)].fill(f64::NAN);
 }
 
 /// Calls `f(t)` for every day t whose window of `d` days (t + 1 - d ..= t) is all finite.

@@ -664,7 +664,8 @@ mod tests {
 
     /// A kernel writing into an input it may take gives the bits of one writing into a
     /// fresh panel: full groups and the tail's assets, either input of a pair taken, on
-    /// several threads (groups written back while others are still read).
+    /// several threads (groups written back while others are still read); `delta` and
+    /// `delay` at lengths from 0 to beyond the series.
     #[test]
     fn taken_inputs_give_the_fresh_results() {
         use super::{extreme_panel, pair_panel, sum_panel, ts_rank_panel, Src};
@@ -677,6 +678,11 @@ mod tests {
             assert_eq!(bits(&ts_rank_panel(Src::Take(x.clone()), 9)), bits(&ts_rank_panel(&x, 9)));
             assert_eq!(bits(&extreme_panel(Src::Take(x.clone()), 6, Extreme::ArgMax)), bits(&extreme_panel(&x, 6, Extreme::ArgMax)));
             assert_eq!(bits(&sum_panel(Src::Take(y.clone()), 12)), bits(&sum_panel(&y, 12)));
+            for d in [0, 1, 3, 150, 299, 300, 1000] {
+                use super::super::{delay_panel, delta_panel};
+                assert_eq!(bits(&delta_panel(Src::Take(x.clone()), d)), bits(&delta_panel(Src::Read(&x), d)), "delta d = {d}");
+                assert_eq!(bits(&delay_panel(Src::Take(x.clone()), d)), bits(&delay_panel(Src::Read(&x), d)), "delay d = {d}");
+            }
         });
     }
 
