@@ -11,6 +11,7 @@
 #
 #   benches/ab.sh [REV_A [REV_B [ROUNDS]]]     # defaults: HEAD, the working tree, 5
 #   AB_TOL=1e-12 benches/ab.sh ...             # also compare differing outputs numerically
+#   AB_ROWS=40 benches/ab.sh ...               # more operators in the table (default 14)
 #
 # REV_A / REV_B: a git revision, or "." for the working tree. Revisions are checked out
 # into temporary worktrees and built with the shared CARGO_TARGET_DIR (only this crate
@@ -57,9 +58,9 @@ else
     [ -z "${AB_TOL:-}" ] || python3 benches/compare_json.py "$OUT/a.1.json" "$OUT/b.1.json" "$AB_TOL" || true
 fi
 
-python3 - "$OUT" "$ROUNDS" <<'EOF'
+python3 - "$OUT" "$ROUNDS" "${AB_ROWS:-14}" <<'EOF'
 import re, statistics, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
+out, rounds, shown = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 def secs(s):
     v, u = re.match(r"([0-9.]+)(ms|µs|s)", s).groups()
     return float(v) * {"s": 1, "ms": 1e-3, "µs": 1e-6}[u]
@@ -76,7 +77,7 @@ names = sorted({k for k, _ in rows}, key=lambda k: -statistics.median(rows.get((
 # The minimum beside the median: a neighbour's load only ever slows a run down, so on a
 # noisy hour the fastest runs of each side are the fairer comparison (session 26).
 print(f"{'over ' + str(rounds) + ' rounds':<22}{'A med':>9}{'B med':>9}{'B/A':>8}{'A min':>9}{'B min':>9}{'B/A':>8}")
-for k in names[:14]:
+for k in names[:shown]:
     ra, rb = rows.get((k, "a"), [0]), rows.get((k, "b"), [0])
     a, b = statistics.median(ra), statistics.median(rb)
     ma, mb = min(ra), min(rb)
