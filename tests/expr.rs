@@ -94,7 +94,7 @@ fn arithmetic_and_logic_follow_the_conventions() {
             assert!(same_cell(*v, want), "signedpower({r}, {e}) = {v}, want {want}");
         }
     }
-    // A panel exponent (the vector pow, run by run): libm's bits, negative exponents too.
+    // A panel exponent: libm's bits cell by cell, negative exponents too.
     let (p, ex) = (ev("signedpower(returns, rank(volume) * 3 - 1)"), ev("rank(volume) * 3 - 1"));
     for ((v, r), e) in p.to_asset_major().iter().zip(r.to_asset_major().iter()).zip(ex.to_asset_major().iter()) {
         let want = if r.is_nan() || e.is_nan() { f64::NAN } else if *r == 0.0 { r * 0.0f64.powf(*e) } else { r.signum() * r.abs().powf(*e) };

@@ -274,8 +274,8 @@ fn ranks(win: &[f64], xt: [f64; W], dn: f64) -> [f64; W] {
 /// values is zero exactly when they are equal): a subtraction, a fixup and an add per
 /// window day, where two compares into masks and two masked adds were (the compares all
 /// run on one port). Today's own day adds ½ without being read. Every share and sum is a
-/// multiple of ½ below 2²⁰, so exact: `lt + (eq + 1)/2` is the same double, and the rank
-/// the same bits. The count of non-finite values in the window is kept as mask adds
+/// multiple of ½ no larger than d, so exact: `lt + (eq + 1)/2` is the same double, and the
+/// rank the same bits. The count of non-finite values in the window is kept as mask adds
 /// (compiled from the portable walk, that count's scalar per-lane tests were a third of
 /// `ts_rank`'s time).
 ///
