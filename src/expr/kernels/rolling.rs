@@ -55,18 +55,24 @@ fn per_series<const K: usize>(xs: [&Panel; K], k: impl Fn([&[f64]; K], &mut [f64
 }
 
 /// Applies a kernel that works on a series by position only (`delay`, `delta`) to whole
-/// groups: in a group's interleaved cells, `d` days back is `d · LANES` cells back. A
-/// taken panel receives the result: the kernels run from the last day back, so every day
-/// `d` back is still the input when it is read (a fresh panel's lines would first have to
-/// be fetched from memory).
-fn per_group(x: Src<'_>, d: usize, k: fn(&mut [f64], Option<&[f64]>, usize)) -> Panel {
+/// groups: in a group's interleaved cells, `d` days back is `d · LANES` cells back.
+/// `fresh(x, shift, out)` writes a new panel; a taken panel receives the result from
+/// `in_place(x, shift)` instead, which runs from the last day back, so every day `d` back
+/// is still the input when it is read (a fresh panel's lines would first have to be
+/// fetched from memory).
+fn per_group(
+    x: Src<'_>,
+    d: usize,
+    fresh: impl Fn(&[f64], usize, &mut [f64]) + Sync,
+    in_place: impl Fn(&mut [f64], usize) + Sync,
+) -> Panel {
     let shift = d.saturating_mul(LANES);
-    // Compiled for AVX-512 where the CPU has it (the kernels are inlined into the closures).
-    let run = |o: &mut [f64], g: Option<&[f64]>| crate::data::with_avx512(|| k(o, g, shift));
+    // Compiled for AVX-512 where the CPU has it (the kernels, generic parameters here,
+    // inline into these closures).
     match x {
         Src::Take(mut p) => {
             if p.n_dates() > 0 {
-                p.par_groups_mut().for_each(|o| run(o, None));
+                p.par_groups_mut().for_each(|o| crate::data::with_avx512(|| in_place(o, shift)));
             }
             p
         }
@@ -74,7 +80,7 @@ fn per_group(x: Src<'_>, d: usize, k: fn(&mut [f64], Option<&[f64]>, usize)) -> 
             let nd = x.n_dates();
             let mut out = Panel::scratch(nd, x.n_assets());
             if nd > 0 {
-                out.par_groups_mut().zip(x.as_slice().par_chunks(nd * LANES)).for_each(|(o, g)| run(o, Some(g)));
+                out.par_groups_mut().zip(x.as_slice().par_chunks(nd * LANES)).for_each(|(o, g)| crate::data::with_avx512(|| fresh(g, shift, o)));
             }
             out
         }
@@ -83,18 +89,12 @@ fn per_group(x: Src<'_>, d: usize, k: fn(&mut [f64], Option<&[f64]>, usize)) -> 
 
 /// [`delay`] of every asset of a panel.
 pub fn delay_panel(x: Src<'_>, d: usize) -> Panel {
-    per_group(x, d, |o, x, d| match x {
-        Some(x) => delay(x, d, o),
-        None => delay_in_place(o, d),
-    })
+    per_group(x, d, delay, delay_in_place)
 }
 
 /// [`delta`] of every asset of a panel.
 pub fn delta_panel(x: Src<'_>, d: usize) -> Panel {
-    per_group(x, d, |o, x, d| match x {
-        Some(x) => delta(x, d, o),
-        None => delta_in_place(o, d),
-    })
+    per_group(x, d, delta, delta_in_place)
 }
 
 #[inline(always)]
