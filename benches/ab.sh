@@ -12,6 +12,10 @@
 #   benches/ab.sh [REV_A [REV_B [ROUNDS]]]     # defaults: HEAD, the working tree, 5
 #   AB_TOL=1e-12 benches/ab.sh ...             # also compare differing outputs numerically
 #   AB_ROWS=40 benches/ab.sh ...               # more operators in the table (default 14)
+#   AB_CPU=1 benches/ab.sh ...                 # pin every run to that core (taskset)
+#
+# Pinning helps on a VM whose cores differ in speed (session 33 timed one 40 % slower than
+# the other): unpinned, a run lands on either, and the spread swamps a 2 % change.
 #
 # REV_A / REV_B: a git revision, or "." for the working tree. Revisions are checked out
 # into temporary worktrees and built with the shared CARGO_TARGET_DIR (only this crate
@@ -44,7 +48,7 @@ build "$B" b
 SEEDS=alpha_kb/seeds/alpha101.toml
 for r in $(seq "$ROUNDS"); do
     for v in a b; do
-        RAYON_NUM_THREADS=1 /usr/bin/time -f "wall %e" "$OUT/$v" --log debug eval --period all --json --file "$SEEDS" \
+        RAYON_NUM_THREADS=1 /usr/bin/time -f "wall %e" ${AB_CPU:+taskset -c "$AB_CPU"} "$OUT/$v" --log debug eval --period all --json --file "$SEEDS" \
             2>"$OUT/$v.$r.log" >"$OUT/$v.$r.json"
         echo "round $r $v: $(grep -oE 'wall [0-9.]+' "$OUT/$v.$r.log") s, metrics $(grep -oE 'metrics\): [0-9.]+m?s' "$OUT/$v.$r.log" | cut -d' ' -f2)"
     done
