@@ -172,7 +172,7 @@ impl<'a> Compiler<'a> {
                 })
                 .collect();
             if let Some(vals) = consts {
-                let ctx = OpCtx { n_dates: 0, n_assets: 0, windows: &[], groups: None };
+                let ctx = OpCtx { n_dates: 0, n_assets: 0, windows: &[], groups: None, lazy: false };
                 if let Value::Scalar(v) = (op.eval)(vals, &ctx) {
                     return self.konst(v);
                 }

@@ -3,7 +3,9 @@
 //! Nodes run root by root, children first, the roots in an order chosen to keep few
 //! panels alive ([`schedule`]). Each node's value is kept only while a later node still
 //! needs it; the last consumer receives the buffer itself, so element-wise
-//! kernels overwrite it in place instead of allocating. Results are handed to a callback
+//! kernels overwrite it in place instead of allocating, and an element-wise result whose one
+//! consumer is element-wise too is not computed on its own (see `kernels::elementwise`:
+//! its time shows under its consumer in the `--log debug` profile). Results are handed to a callback
 //! as soon as they are ready and then dropped, which keeps the peak memory of a
 //! 101-alpha batch to a few dozen panels.
 
@@ -31,10 +33,15 @@ pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, mut on_root:
             stack.extend(args.iter().copied());
         }
     }
+    // Uses by element-wise operators too: a node whose one use is by such an operator may
+    // stay uncomputed until that operator reads it (a chain of element-wise maps makes one
+    // pass, see `Lazy`).
+    let mut ew_uses = vec![0usize; n];
     for (node, _) in graph.nodes.iter().zip(&needed).filter(|(_, &need)| need) {
-        if let Node::Op { args, .. } = node {
+        if let Node::Op { op, args, .. } = node {
             for a in args {
                 uses[*a] += 1;
+                ew_uses[*a] += usize::from(op.kind == super::ops::Kind::Elementwise);
             }
         }
     }
@@ -67,7 +74,8 @@ pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, mut on_root:
                         }
                     })
                     .collect();
-                let ctx = OpCtx { n_dates: nd, n_assets: na, windows, groups: data.groups.as_ref() };
+                let lazy = uses[id] == 1 && ew_uses[id] == 1;
+                let ctx = OpCtx { n_dates: nd, n_assets: na, windows, groups: data.groups.as_ref(), lazy };
                 let t0 = profile.then(std::time::Instant::now);
                 let v = (op.eval)(inputs, &ctx);
                 if let Some(t0) = t0 {

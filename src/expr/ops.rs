@@ -45,6 +45,9 @@ pub struct OpCtx<'a> {
     /// Window arguments, in order.
     pub windows: &'a [usize],
     pub groups: Option<&'a Groups>,
+    /// The result's one consumer is an element-wise operator: an element-wise result may
+    /// be returned uncomputed ([`Value::Lazy`]) and computed where it is read.
+    pub lazy: bool,
 }
 
 pub type EvalFn = fn(Vec<Value>, &OpCtx) -> Value;
@@ -98,9 +101,9 @@ fn b(v: bool) -> f64 {
 /// Comparison: 1.0 / 0.0, NaN if an input is NaN.
 /// A comparison, generic over `f` so that each one is inlined into its element loop and
 /// vectorises (through a function pointer, `lt` cost 5× a `mul`).
-fn cmp(v: Vec<Value>, f: impl Fn(f64, f64) -> bool + Sync) -> Value {
+fn cmp(v: Vec<Value>, c: &OpCtx, f: impl Fn(f64, f64) -> bool + Send + Sync + 'static) -> Value {
     let [x, y] = args(v);
-    map2(x, y, move |a, c| if a.is_nan() | c.is_nan() { f64::NAN } else { b(f(a, c)) })
+    map2(c.lazy, x, y, move |a, c| if a.is_nan() | c.is_nan() { f64::NAN } else { b(f(a, c)) })
 }
 
 fn ts(v: Vec<Value>, c: &OpCtx, k: fn(&[f64], usize, &mut [f64])) -> Value {
@@ -144,66 +147,66 @@ fn cs(v: Vec<Value>, c: &OpCtx, k: fn(Src<'_>) -> Panel) -> Value {
 /// The catalogue. Names are matched case-insensitively.
 pub static CATALOGUE: &[OpDef] = &[
     // ---- arithmetic and logic (element-wise) ----
-    OpDef { name: "add", aliases: &[], params: SS, kind: Elementwise, doc: "x + y", eval: |v, _| { let [x, y] = args(v); map2(x, y, |a, b| a + b) } },
-    OpDef { name: "sub", aliases: &[], params: SS, kind: Elementwise, doc: "x - y", eval: |v, _| { let [x, y] = args(v); map2(x, y, |a, b| a - b) } },
-    OpDef { name: "mul", aliases: &[], params: SS, kind: Elementwise, doc: "x * y", eval: |v, _| { let [x, y] = args(v); map2(x, y, |a, b| a * b) } },
-    OpDef { name: "div", aliases: &[], params: SS, kind: Elementwise, doc: "x / y; division by zero gives NaN", eval: |v, _| { let [x, y] = args(v); map2(x, y, |a, b| if b == 0.0 { f64::NAN } else { a / b }) } },
-    OpDef { name: "pow", aliases: &[], params: SS, kind: Elementwise, doc: "x ^ y: x to the power y; NaN for a negative x with a fractional y", eval: |v, _| {
+    OpDef { name: "add", aliases: &[], params: SS, kind: Elementwise, doc: "x + y", eval: |v, c| { let [x, y] = args(v); map2(c.lazy, x, y, |a, b| a + b) } },
+    OpDef { name: "sub", aliases: &[], params: SS, kind: Elementwise, doc: "x - y", eval: |v, c| { let [x, y] = args(v); map2(c.lazy, x, y, |a, b| a - b) } },
+    OpDef { name: "mul", aliases: &[], params: SS, kind: Elementwise, doc: "x * y", eval: |v, c| { let [x, y] = args(v); map2(c.lazy, x, y, |a, b| a * b) } },
+    OpDef { name: "div", aliases: &[], params: SS, kind: Elementwise, doc: "x / y; division by zero gives NaN", eval: |v, c| { let [x, y] = args(v); map2(c.lazy, x, y, |a, b| if b == 0.0 { f64::NAN } else { a / b }) } },
+    OpDef { name: "pow", aliases: &[], params: SS, kind: Elementwise, doc: "x ^ y: x to the power y; NaN for a negative x with a fractional y", eval: |v, c| {
         let [x, y] = args(v);
         match y {
             // numpy's own fast paths for `x ** 2`, `x ** 1` and `x ** 0.5` (a square and
             // a square root are correctly rounded, where libm's pow allows 0.52 ulp), at
             // the cost of a multiply or a square root.
-            Value::Scalar(2.0) => map1(x, |a| a * a),
-            Value::Scalar(1.0) => map1(x, |a| a),
-            Value::Scalar(0.5) => map1(x, f64::sqrt),
+            Value::Scalar(2.0) => map1(c.lazy, x, |a| a * a),
+            Value::Scalar(1.0) => map1(c.lazy, x, |a| a),
+            Value::Scalar(0.5) => map1(c.lazy, x, f64::sqrt),
             y => map2_runs(x, y, f64::powf, pow::pow_into),
         }
     } },
-    OpDef { name: "neg", aliases: &[], params: S, kind: Elementwise, doc: "-x", eval: |v, _| { let [x] = args(v); map1(x, |a| -a) } },
-    OpDef { name: "lt", aliases: &[], params: SS, kind: Elementwise, doc: "x < y: 1 or 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| a < b) },
-    OpDef { name: "gt", aliases: &[], params: SS, kind: Elementwise, doc: "x > y: 1 or 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| a > b) },
-    OpDef { name: "le", aliases: &[], params: SS, kind: Elementwise, doc: "x <= y: 1 or 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| a <= b) },
-    OpDef { name: "ge", aliases: &[], params: SS, kind: Elementwise, doc: "x >= y: 1 or 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| a >= b) },
-    OpDef { name: "eq", aliases: &[], params: SS, kind: Elementwise, doc: "x == y: 1 or 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| a == b) },
-    OpDef { name: "ne", aliases: &[], params: SS, kind: Elementwise, doc: "x != y: 1 or 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| a != b) },
-    OpDef { name: "and", aliases: &[], params: SS, kind: Elementwise, doc: "x && y: 1 if both are non-zero else 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| (a != 0.0) & (b != 0.0)) },
-    OpDef { name: "or", aliases: &[], params: SS, kind: Elementwise, doc: "x || y: 1 if either is non-zero else 0, NaN if an input is NaN", eval: |v, _| cmp(v, |a, b| (a != 0.0) | (b != 0.0)) },
-    OpDef { name: "where", aliases: &["if_else"], params: SSS, kind: Elementwise, doc: "c ? x : y: x where c is non-zero, y where c is zero, NaN where c is NaN", eval: |v, _| {
-        let [c, x, y] = args(v);
-        map3(c, x, y, |c, x, y| if c.is_nan() { f64::NAN } else if c != 0.0 { x } else { y })
+    OpDef { name: "neg", aliases: &[], params: S, kind: Elementwise, doc: "-x", eval: |v, c| { let [x] = args(v); map1(c.lazy, x, |a| -a) } },
+    OpDef { name: "lt", aliases: &[], params: SS, kind: Elementwise, doc: "x < y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a < b) },
+    OpDef { name: "gt", aliases: &[], params: SS, kind: Elementwise, doc: "x > y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a > b) },
+    OpDef { name: "le", aliases: &[], params: SS, kind: Elementwise, doc: "x <= y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a <= b) },
+    OpDef { name: "ge", aliases: &[], params: SS, kind: Elementwise, doc: "x >= y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a >= b) },
+    OpDef { name: "eq", aliases: &[], params: SS, kind: Elementwise, doc: "x == y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a == b) },
+    OpDef { name: "ne", aliases: &[], params: SS, kind: Elementwise, doc: "x != y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a != b) },
+    OpDef { name: "and", aliases: &[], params: SS, kind: Elementwise, doc: "x && y: 1 if both are non-zero else 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| (a != 0.0) & (b != 0.0)) },
+    OpDef { name: "or", aliases: &[], params: SS, kind: Elementwise, doc: "x || y: 1 if either is non-zero else 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| (a != 0.0) | (b != 0.0)) },
+    OpDef { name: "where", aliases: &["if_else"], params: SSS, kind: Elementwise, doc: "c ? x : y: x where c is non-zero, y where c is zero, NaN where c is NaN", eval: |v, c| {
+        let [cond, x, y] = args(v);
+        map3(c.lazy, cond, x, y, |c, x, y| if c.is_nan() { f64::NAN } else if c != 0.0 { x } else { y })
     } },
     // ---- element-wise functions ----
-    OpDef { name: "abs", aliases: &[], params: S, kind: Elementwise, doc: "abs(x): absolute value", eval: |v, _| { let [x] = args(v); map1(x, f64::abs) } },
-    OpDef { name: "sign", aliases: &[], params: S, kind: Elementwise, doc: "sign(x): -1, 0 or 1", eval: |v, _| {
+    OpDef { name: "abs", aliases: &[], params: S, kind: Elementwise, doc: "abs(x): absolute value", eval: |v, c| { let [x] = args(v); map1(c.lazy, x, f64::abs) } },
+    OpDef { name: "sign", aliases: &[], params: S, kind: Elementwise, doc: "sign(x): -1, 0 or 1", eval: |v, c| {
         let [x] = args(v);
         // Selects rather than branches (vectorises): ±1 for a non-zero, ±0 or NaN as is.
-        map1(x, |a| {
+        map1(c.lazy, x, |a| {
             let unit = 1.0f64.copysign(a);
             if a.abs() > 0.0 { unit } else { a * 0.0 }
         })
     } },
-    OpDef { name: "log", aliases: &["ln"], params: S, kind: Elementwise, doc: "log(x): natural log, NaN for x <= 0", eval: |v, _| { let [x] = args(v); map1(x, |a| if a > 0.0 { a.ln() } else { f64::NAN }) } },
-    OpDef { name: "signedpower", aliases: &[], params: SS, kind: Elementwise, doc: "signedpower(x, a) = sign(x) * |x|^a", eval: |v, _| {
+    OpDef { name: "log", aliases: &["ln"], params: S, kind: Elementwise, doc: "log(x): natural log, NaN for x <= 0", eval: |v, c| { let [x] = args(v); map1(c.lazy, x, |a| if a > 0.0 { a.ln() } else { f64::NAN }) } },
+    OpDef { name: "signedpower", aliases: &[], params: SS, kind: Elementwise, doc: "signedpower(x, a) = sign(x) * |x|^a", eval: |v, c| {
         let [x, y] = args(v);
         match y {
             // As `x ^ 2`: the square by a multiply (exactly sign(x) · x², rounded once).
-            Value::Scalar(2.0) => map1(x, |a| if a == 0.0 { 0.0 } else { a * a.abs() }),
+            Value::Scalar(2.0) => map1(c.lazy, x, |a| if a == 0.0 { 0.0 } else { a * a.abs() }),
             // sign(0) is 0 (f64::signum gives 1): 0 · 0^a, so 0 for a ≥ 0 (0^0 is 1) and
             // NaN for a < 0 (0 · inf).
-            y => map2(x, y, |a, e| if a.is_nan() { f64::NAN } else if a == 0.0 { a * 0.0f64.powf(e) } else { a.signum() * a.abs().powf(e) }),
+            y => map2(c.lazy, x, y, |a, e| if a.is_nan() { f64::NAN } else if a == 0.0 { a * 0.0f64.powf(e) } else { a.signum() * a.abs().powf(e) }),
         }
     } },
     // ---- extensions beyond the paper ----
-    OpDef { name: "sqrt", aliases: &[], params: S, kind: Elementwise, doc: "sqrt(x): square root, NaN for x < 0", eval: |v, _| { let [x] = args(v); map1(x, f64::sqrt) } },
-    OpDef { name: "exp", aliases: &[], params: S, kind: Elementwise, doc: "exp(x): e to the power x (NaN on overflow)", eval: |v, _| { let [x] = args(v); map1(x, f64::exp) } },
-    OpDef { name: "min2", aliases: &[], params: SS, kind: Elementwise, doc: "min(x, y) with two series: element-wise minimum, NaN if either is NaN", eval: |v, _| {
+    OpDef { name: "sqrt", aliases: &[], params: S, kind: Elementwise, doc: "sqrt(x): square root, NaN for x < 0", eval: |v, c| { let [x] = args(v); map1(c.lazy, x, f64::sqrt) } },
+    OpDef { name: "exp", aliases: &[], params: S, kind: Elementwise, doc: "exp(x): e to the power x (NaN on overflow)", eval: |v, c| { let [x] = args(v); map1(c.lazy, x, f64::exp) } },
+    OpDef { name: "min2", aliases: &[], params: SS, kind: Elementwise, doc: "min(x, y) with two series: element-wise minimum, NaN if either is NaN", eval: |v, c| {
         let [x, y] = args(v);
-        map2(x, y, |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) })
+        map2(c.lazy, x, y, |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) })
     } },
-    OpDef { name: "max2", aliases: &[], params: SS, kind: Elementwise, doc: "max(x, y) with two series: element-wise maximum, NaN if either is NaN", eval: |v, _| {
+    OpDef { name: "max2", aliases: &[], params: SS, kind: Elementwise, doc: "max(x, y) with two series: element-wise maximum, NaN if either is NaN", eval: |v, c| {
         let [x, y] = args(v);
-        map2(x, y, |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) })
+        map2(c.lazy, x, y, |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) })
     } },
     // ---- time series: the past d days including today; a value only when all d are finite ----
     OpDef { name: "delay", aliases: &[], params: SW, kind: TimeSeries, doc: "delay(x, d): x d days ago", eval: |v, c| ts8(v, c, rolling::delay_panel) },
@@ -231,7 +234,7 @@ pub static CATALOGUE: &[OpDef] = &[
         // x × a / sum(|x|) in that order; with a = 1 the product is x itself.
         let out = match a {
             Value::Scalar(1.0) => cross::scale(&x),
-            a => cross::scaled(&x, &map2(Value::Panel(x.clone()), a, |x, a| x * a).into_panel(c.n_dates, c.n_assets)),
+            a => cross::scaled(&x, &map2(false, Value::Panel(x.clone()), a, |x, a| x * a).into_panel(c.n_dates, c.n_assets)),
         };
         Value::Panel(Arc::new(out))
     } },
