@@ -157,7 +157,7 @@ fn words(n_assets: usize) -> usize {
 /// each), then the bits in a pass of their own, took 150 ms for the full panel's four
 /// horizons, most of the scorer's set-up.
 fn label_rows(close: &Panel, start: usize, end: usize, gap: usize, horizons: &[usize], lanes: usize) -> (Vec<f64>, Vec<u64>, Vec<u32>) {
-    let na = close.n_assets().max(1);
+    let na = close.n_assets();
     let (nd, w) = (end - start, words(na));
     let mut rows = vec![f64::NAN; nd * lanes * na];
     let mut ok = vec![0u64; nd * lanes * w];
@@ -167,7 +167,8 @@ fn label_rows(close: &Panel, start: usize, end: usize, gap: usize, horizons: &[u
     let mut c = Vec::new();
     close.to_date_major(first, end, &mut c);
     let row = |t: usize| &c[(t - first) * na..(t - first + 1) * na];
-    let dates = rows.par_chunks_mut(lanes * na).zip(ok.par_chunks_mut(lanes * w)).zip(counts.par_iter_mut());
+    // (Chunks of at least one cell: with no assets there are no rows, and nothing to do.)
+    let dates = rows.par_chunks_mut((lanes * na).max(1)).zip(ok.par_chunks_mut((lanes * w).max(1))).zip(counts.par_iter_mut());
     dates.enumerate().for_each(|(i, ((out, bits), count))| {
         let base = start + i + gap;
         for (k, &h) in horizons.iter().enumerate() {
