@@ -162,49 +162,6 @@ fn lazy2<F: Fn(f64, f64) -> f64 + Send + Sync + 'static>(a: Value, b: Value, f: 
     Value::Lazy(Arc::new(Lazy { n_dates, n_assets, depth, fill }))
 }
 
-/// ±inf → NaN.
-#[inline(always)]
-pub fn clean(v: f64) -> f64 {
-    if v.is_infinite() {
-        f64::NAN
-    } else {
-        v
-    }
-}
-
-/// Chunk size for parallel element-wise loops (large enough to amortise scheduling).
-const CHUNK: usize = 1 << 15;
-
-/// Cells per run of [`map3`]'s inner loop (three stack buffers of this many stay in L1).
-const RUN: usize = 512;
-
-/// Where an input's values come from during a map.
-#[derive(Clone, Copy)]
-enum Src<'a> {
-    Scalar(f64),
-    Slice(&'a [f64]),
-    /// The values already sit in the output buffer (the input's buffer was reused).
-    Out,
-}
-
-impl<'a> Src<'a> {
-    #[inline(always)]
-    fn at(self, out: f64, i: usize) -> f64 {
-        match self {
-            Src::Scalar(v) => v,
-            Src::Slice(s) => s[i],
-            Src::Out => out,
-        }
-    }
-
-    fn offset(self, start: usize, len: usize) -> Src<'a> {
-        match self {
-            Src::Slice(s) => Src::Slice(&s[start..start + len]),
-            other => other,
-        }
-    }
-}
-
 /// The lazy map of three inputs (scalars broadcast into runs).
 fn lazy3<F: Fn(f64, f64, f64) -> f64 + Send + Sync + 'static>(a: Value, b: Value, c: Value, f: F) -> Value {
     let Some((n_dates, n_assets)) = a.shape().or(b.shape()).or(c.shape()) else {
@@ -244,6 +201,50 @@ fn lazy3<F: Fn(f64, f64, f64) -> f64 + Send + Sync + 'static>(a: Value, b: Value
         }
     });
     Value::Lazy(Arc::new(Lazy { n_dates, n_assets, depth, fill }))
+}
+
+/// ±inf → NaN.
+#[inline(always)]
+pub fn clean(v: f64) -> f64 {
+    if v.is_infinite() {
+        f64::NAN
+    } else {
+        v
+    }
+}
+
+/// Chunk size for parallel element-wise loops (large enough to amortise scheduling).
+const CHUNK: usize = 1 << 15;
+
+/// Cells per run of [`map3`]'s inner loop and of a [`Lazy`] chain's fills (three stack
+/// buffers of this many, or two per level of a chain, stay in L1).
+const RUN: usize = 512;
+
+/// Where an input's values come from during a map.
+#[derive(Clone, Copy)]
+enum Src<'a> {
+    Scalar(f64),
+    Slice(&'a [f64]),
+    /// The values already sit in the output buffer (the input's buffer was reused).
+    Out,
+}
+
+impl<'a> Src<'a> {
+    #[inline(always)]
+    fn at(self, out: f64, i: usize) -> f64 {
+        match self {
+            Src::Scalar(v) => v,
+            Src::Slice(s) => s[i],
+            Src::Out => out,
+        }
+    }
+
+    fn offset(self, start: usize, len: usize) -> Src<'a> {
+        match self {
+            Src::Slice(s) => Src::Slice(&s[start..start + len]),
+            other => other,
+        }
+    }
 }
 
 /// Picks an output buffer, reusing the first uniquely-held panel input.
