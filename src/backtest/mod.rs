@@ -429,11 +429,17 @@ impl Scorer {
         let bits = &ok_rows[..w];
         let labelled = |k: u32| (bits[k as usize / 64] >> (k % 64)) & 1 == 1;
 
-        // One stable sort of the finite signal values serves every metric below.
-        let all = sc.sorts[signal].sort_finite(sig);
-        let all_len = all.len();
+        // One stable sort of the finite signal values serves every metric below: their
+        // indices in ascending order, and their ties.
         let ties = &mut sc.ties;
-        ties.of(all);
+        let sort = &mut sc.sorts[signal];
+        let mut all: &[u32] = &[];
+        ties.fill(sig.len(), |words| {
+            let (order, repeats) = sort.sort_finite_order(sig, words);
+            all = order;
+            (order.len(), repeats)
+        });
+        let all_len = all.len();
         if all_len > 0 {
             day.distinct = Some((all_len - ties.repeats()) as f64 / all_len as f64);
         }
@@ -458,14 +464,24 @@ impl Scorer {
         }
         // The joint set, still sorted by (signal, symbol): the sorted row itself unless
         // some of its stocks have no label (about 1 % of dates).
-        let joint: &[(u64, u32)] = if n == all_len {
+        let joint: &[u32] = if n == all_len {
             all
         } else {
             sc.joint.clear();
-            sc.joint.extend(all.iter().filter(|e| labelled(e.1)));
+            sc.joint.extend(all.iter().filter(|&&k| labelled(k)));
             // (`n < min` returns below; the ties are only needed past it.)
             if n >= min {
-                ties.of(&sc.joint);
+                let joint = &sc.joint;
+                ties.fill(joint.len(), |words| {
+                    let mut repeats = 0;
+                    for (j, w) in joint.windows(2).enumerate() {
+                        if sig[w[0] as usize] == sig[w[1] as usize] {
+                            words[(j + 1) / 64] |= 1 << ((j + 1) % 64);
+                            repeats += 1;
+                        }
+                    }
+                    (joint.len(), repeats)
+                });
             }
             &sc.joint
         };
@@ -495,18 +511,18 @@ impl Scorer {
             let mut chunks = joint.chunks_exact(4);
             let mut p = 1.0 - mid;
             for c in &mut chunks {
-                for (l, &(_, k)) in c.iter().enumerate() {
+                for (l, &k) in c.iter().enumerate() {
                     acc[l] += (p + l as f64) * v(k);
                 }
                 p += 4.0;
             }
-            for (l, &(_, k)) in chunks.remainder().iter().enumerate() {
+            for (l, &k) in chunks.remainder().iter().enumerate() {
                 acc[l] += (p + l as f64) * v(k);
             }
             let (mut in_runs, mut less) = (0.0, 0u64);
             ties.runs(|a, b| {
                 let r = (a + 1 + b) as f64 / 2.0;
-                for (p, &(_, k)) in (a + 1..).zip(&joint[a..b]) {
+                for (p, &k) in (a + 1..).zip(&joint[a..b]) {
                     in_runs += (r - p as f64) * v(k);
                 }
                 less += run_less(b - a);
@@ -532,7 +548,7 @@ impl Scorer {
             if sc.ranks.len() < n {
                 sc.ranks.extend((sc.ranks.len() + 1..=n).map(|r| r as f32));
             }
-            for (&r, &(_, k)) in sc.ranks.iter().zip(joint) {
+            for (&r, &k) in sc.ranks.iter().zip(joint) {
                 sr[k as usize] = r;
             }
             // Each run of ties shares its average rank (exact in an f32: a multiple of 1/2
@@ -540,7 +556,7 @@ impl Scorer {
             let mut less = 0u64;
             ties.runs(|a, b| {
                 let r = (a + 1 + b) as f32 / 2.0;
-                for &(_, k) in &joint[a..b] {
+                for &k in &joint[a..b] {
                     sr[k as usize] = r;
                 }
                 less += run_less(b - a);
@@ -596,7 +612,7 @@ impl Scorer {
         let (tie_start, tie_end) = ties.run_at(n - legs);
         let above = n - tie_end;
         let first = out.members.len();
-        out.members.extend(joint[tie_end..].iter().chain(&joint[tie_start..tie_start + legs - above]).map(|&(_, k)| k));
+        out.members.extend(joint[tie_end..].iter().chain(&joint[tie_start..tie_start + legs - above]));
         let long_leg = &out.members[first..];
         // Quintile means and the long leg's mean: six independent sums run side by side,
         // each in its own order (these sums are not exact, so the order is kept).
@@ -609,16 +625,16 @@ impl Scorer {
         let quint = |b: usize| &joint[bounds[b]..bounds[b] + legs];
         let (j0, j1, j2, j3, j4) = (quint(0), quint(1), quint(2), quint(3), quint(4));
         for (((((e0, e1), e2), e3), e4), &k) in j0.iter().zip(j1).zip(j2).zip(j3).zip(j4).zip(&long_leg[..legs]) {
-            q[0] += lab(e0.1);
-            q[1] += lab(e1.1);
-            q[2] += lab(e2.1);
-            q[3] += lab(e3.1);
-            q[4] += lab(e4.1);
+            q[0] += lab(*e0);
+            q[1] += lab(*e1);
+            q[2] += lab(*e2);
+            q[3] += lab(*e3);
+            q[4] += lab(*e4);
             long += lab(k);
         }
         for (b, qv) in q.iter_mut().enumerate() {
             if bounds[b] + legs < bounds[b + 1] {
-                *qv += lab(joint[bounds[b] + legs].1);
+                *qv += lab(joint[bounds[b] + legs]);
             }
         }
         for (b, qv) in q.iter_mut().enumerate() {
@@ -627,7 +643,7 @@ impl Scorer {
         day.quintiles = Some(q);
         let long = long / legs as f64;
         // The short leg is the lowest quintile, positions 0..n/5: its mean is q[0].
-        out.members.extend(joint[..legs].iter().map(|&(_, k)| k));
+        out.members.extend(&joint[..legs]);
         day.legs = legs as u32;
         day.ls = Some(long - q[0]);
         out.days.push(day);
@@ -685,7 +701,7 @@ struct Scratch {
     /// One per signal of the group: each keeps what it learnt of its signal's rows (see
     /// `SortBuf::few`).
     sorts: Vec<SortBuf>,
-    joint: Vec<(u64, u32)>,
+    joint: Vec<u32>,
     /// The ties of the sorted row, then of the joint set where that differs.
     ties: TieBits,
     /// The signal's ranks within the joint set, by stock.

@@ -3,8 +3,9 @@
 //! Why: the scorer needs the ties of each sorted signal row four times (the distinct
 //! count, the rank IC's average ranks, the long leg's threshold group and the run lengths
 //! behind Σ (rank − mid)²). Walking the row comparing neighbours each time was a branch
-//! per stock at every run's end; one pass of compares into a bitset, then word-at-a-time
-//! bit scans, visits only the runs that exist (most rows have none or a few).
+//! per stock at every run's end; the bits (set by the sort, which knows where ties can be:
+//! `SortBuf::sort_finite_order`) and word-at-a-time bit scans visit only the runs that
+//! exist (most rows have none or a few).
 
 /// Bit `j` (1 ≤ j < n) is set when sorted item `j` equals item `j − 1`; bit `n` and every
 /// bit above it are clear, so each run of ties ends inside the set.
@@ -17,20 +18,14 @@ pub struct TieBits {
 }
 
 impl TieBits {
-    /// The ties of `sorted` (ascending by key; equal keys are ties).
-    pub fn of(&mut self, sorted: &[(u64, u32)]) {
-        let n = sorted.len();
-        self.n = n;
+    /// Ties of at most `cap` sorted items given by `fill`, which gets `cap / 64 + 1`
+    /// cleared words, sets bit j (1 ≤ j < n) where item j equals item j − 1, and returns
+    /// n, the items, and how many bits it set.
+    pub fn fill(&mut self, cap: usize, fill: impl FnOnce(&mut [u64]) -> (usize, usize)) {
         self.words.clear();
-        self.words.resize(n / 64 + 1, 0);
-        #[cfg(target_arch = "x86_64")]
-        if crate::expr::kernels::simd::avx512_popcnt() {
-            // SAFETY: the CPU supports AVX-512F and POPCNT (checked just above); `words` holds
-            // n / 64 + 1 words.
-            self.repeats = unsafe { avx512::bits(sorted, &mut self.words) };
-            return;
-        }
-        self.repeats = portable_bits(sorted, &mut self.words);
+        self.words.resize(cap / 64 + 1, 0);
+        (self.n, self.repeats) = fill(&mut self.words);
+        debug_assert!(self.n <= cap);
     }
 
     /// Items that repeat their predecessor (`n` less the distinct values).
@@ -89,75 +84,6 @@ impl TieBits {
     }
 }
 
-/// [`TieBits::of`]'s bits one item at a time (where the CPU lacks AVX-512); returns the
-/// count of set bits. `words` holds `sorted.len() / 64 + 1` words.
-fn portable_bits(sorted: &[(u64, u32)], words: &mut [u64]) -> usize {
-    let n = sorted.len();
-    let mut repeats = 0;
-    for (w, word) in words.iter_mut().enumerate() {
-        let (lo, hi) = ((64 * w).max(1), (64 * w + 64).min(n));
-        let mut bits = 0u64;
-        for j in lo..hi {
-            bits |= u64::from(sorted[j].0 == sorted[j - 1].0) << (j % 64);
-        }
-        repeats += bits.count_ones() as usize;
-        *word = bits;
-    }
-    repeats
-}
-
-#[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use crate::expr::kernels::simd::tail8;
-    use std::arch::x86_64::*;
-
-    /// [`TieBits::of`](super::TieBits::of)'s bits, eight items per compare: each item's
-    /// key against the one before it. Returns the count of set bits.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F and POPCNT, and `words` must hold at least
-    /// `sorted.len() / 64 + 1` words (cleared).
-    #[target_feature(enable = "avx512f,popcnt")]
-    pub unsafe fn bits(sorted: &[(u64, u32)], words: &mut [u64]) -> usize {
-        let n = sorted.len();
-        assert!(words.len() > n / 64, "a word per 64 items and one more");
-        // An item is 16 bytes: its key in the first 8 (the rest, index and padding, is
-        // never read: masked off).
-        let p = sorted.as_ptr().cast::<i64>();
-        let keys_of = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
-        let mut prev = _mm512_setzero_si512();
-        let mut repeats = 0;
-        // Eight blocks of eight items per word, gathered in a register.
-        for (w, word) in words.iter_mut().enumerate().take(n.div_ceil(64)) {
-            let mut bits = 0u64;
-            for q in 8 * w..(8 * w + 8).min(n.div_ceil(8)) {
-                let lanes = tail8(n, q);
-                // Keys of items 8q .. 8q + 4 in the even lanes of `a`, the next four in `b`.
-                let spread = |m: u8| (0..4).fold(0u8, |acc, i| acc | ((m >> i) & 1) << (2 * i));
-                // SAFETY: only the keys of items below n are read.
-                let (a, b) = unsafe {
-                    (
-                        _mm512_maskz_loadu_epi64(spread(lanes & 0x0f), p.add(16 * q)),
-                        _mm512_maskz_loadu_epi64(spread(lanes >> 4), p.add(16 * q + 8)),
-                    )
-                };
-                let keys = _mm512_permutex2var_epi64(a, keys_of, b);
-                // Each key against the one before it: [previous register's last, this one's 0..6].
-                let before = _mm512_alignr_epi64::<7>(keys, prev);
-                prev = keys;
-                bits |= u64::from(_mm512_mask_cmpeq_epu64_mask(lanes, keys, before)) << (8 * (q % 8));
-            }
-            // (Item 0 has no predecessor.)
-            if w == 0 {
-                bits &= !1;
-            }
-            repeats += bits.count_ones() as usize;
-            *word = bits;
-        }
-        repeats
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::TieBits;
@@ -195,30 +121,20 @@ mod tests {
         out
     }
 
-    /// The AVX-512 bits equal the portable loop's (which the test above checks where the
-    /// CPU lacks AVX-512, and here, on one that has it).
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn vector_bits_equal_the_portable_ones() {
-        if !crate::expr::kernels::simd::avx512_popcnt() {
-            return;
-        }
-        for row in rows() {
-            let mut words = vec![0u64; row.len() / 64 + 1];
-            // SAFETY: the CPU has AVX-512F and POPCNT (checked above); words as required.
-            let repeats = unsafe { super::avx512::bits(&row, &mut words) };
-            let mut want = vec![0u64; row.len() / 64 + 1];
-            let want_repeats = super::portable_bits(&row, &mut want);
-            assert_eq!(words, want, "{row:?}");
-            assert_eq!(repeats, want_repeats);
-        }
-    }
-
     #[test]
     fn runs_counts_and_run_at_match_a_neighbour_walk() {
         let mut t = TieBits::default();
         for row in rows() {
-            t.of(&row);
+            t.fill(row.len(), |words| {
+                let mut repeats = 0;
+                for j in 1..row.len() {
+                    if row[j].0 == row[j - 1].0 {
+                        words[j / 64] |= 1 << (j % 64);
+                        repeats += 1;
+                    }
+                }
+                (row.len(), repeats)
+            });
             let naive = naive_runs(&row);
             assert_eq!(t.repeats(), row.len() - naive.len(), "{row:?}");
             let mut got = Vec::new();

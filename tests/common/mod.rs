@@ -61,3 +61,16 @@ pub fn moved_sample(dir: &std::path::Path, days: i32) -> PathBuf {
     ParquetWriter::new(std::fs::File::create(&path).expect("create")).finish(&mut df).expect("write");
     path
 }
+
+/// The sample with gaps punched in: every `every`-th (date, symbol) row left out, written
+/// as Parquet into `dir`. Real prices with the missing days a real file has (a stock's
+/// signal is then finite on dates whose label is not).
+pub fn gapped_sample(dir: &std::path::Path, every: usize) -> PathBuf {
+    use polars::prelude::*;
+    let df = ParquetReader::new(std::fs::File::open(shared("data/sp500_sample.parquet")).expect("open")).finish().expect("read");
+    let keep: BooleanChunked = (0..df.height()).map(|i| i % every != every / 2).collect();
+    let mut df = df.filter(&keep).expect("filter");
+    let path = dir.join("gapped.parquet");
+    ParquetWriter::new(std::fs::File::create(&path).expect("create")).finish(&mut df).expect("write");
+    path
+}

@@ -95,6 +95,8 @@ pub struct SortBuf {
     tmp: Vec<(u64, u32)>,
     /// Buffers of the network sort.
     packed: super::netsort::Packed,
+    /// The last result of [`SortBuf::sort_finite_order`].
+    idx: Vec<u32>,
     /// `(p + 1) / n` for p in 0..n, the untied percentile ranks of the last count n.
     pct: Vec<f64>,
     /// Rows to sort before looking for few distinct values again: after a row with more,
@@ -143,6 +145,71 @@ impl SortBuf {
             self.few_skip = FEW_RETRY - 1;
         }
         d
+    }
+
+    /// The finite values of `row` in ascending order as their indices (ties by index), and
+    /// their ties: sets bit j of `ties` (cleared by the caller, at least `row.len() / 64 +
+    /// 1` words) where the j-th value equals the one before, and returns the indices and
+    /// how many bits it set. The order of [`sort_finite`](Self::sort_finite).
+    ///
+    /// Why: the scorer needs only the order and the ties, and on the network's route both
+    /// come from its packed keys; a value is read back only where two neighbours share
+    /// their packed prefix (as [`rank_row`] does). Unpacking every value into a 16-byte
+    /// (key, index) pair and comparing the pairs' keys for ties was 4–5 % of the alpha101
+    /// batch's profile.
+    pub fn sort_finite_order(&mut self, row: &[f64], ties: &mut [u64]) -> (&[u32], usize) {
+        let set = |ties: &mut [u64], j: usize| ties[j / 64] |= 1 << (j % 64);
+        let few = self.few(row);
+        let mut repeats = 0;
+        if few.is_none() && row.len() <= super::netsort::MAX && super::netsort::available() {
+            let (keys, same) = self.packed.sort_keys(row);
+            let idx = &mut self.idx;
+            idx.clear();
+            idx.extend(keys.iter().map(|&k| super::netsort::index(k)));
+            let run = &mut self.tmp;
+            prefix_runs(keys, &same, |start, end| {
+                let key = |p: usize| order_key(row[idx[p] as usize]);
+                if end - start == 2 {
+                    let (k0, k1) = (key(start), key(start + 1));
+                    if k0 == k1 {
+                        set(ties, start + 1);
+                        repeats += 1;
+                    } else if k0 > k1 {
+                        idx.swap(start, start + 1);
+                    }
+                    return;
+                }
+                run.clear();
+                run.extend((start..end).map(|p| (key(p), idx[p])));
+                if !run.is_sorted() {
+                    run.sort_unstable();
+                }
+                for (j, (d, e)) in idx[start..end].iter_mut().zip(run.iter()).enumerate() {
+                    *d = e.1;
+                    if j > 0 && e.0 == run[j - 1].0 {
+                        set(ties, start + j);
+                        repeats += 1;
+                    }
+                }
+            });
+            return (&self.idx, repeats);
+        }
+        // Else from the pairs, as `sort_finite` makes them.
+        match few {
+            Some(d) => d.sorted(row, &mut self.sorted),
+            None => {
+                self.sort_finite_by(row, false);
+            }
+        }
+        self.idx.clear();
+        self.idx.extend(self.sorted.iter().map(|e| e.1));
+        for (j, w) in self.sorted.windows(2).enumerate() {
+            if w[0].0 == w[1].0 {
+                set(ties, j + 1);
+                repeats += 1;
+            }
+        }
+        (&self.idx, repeats)
     }
 
     fn sort_finite_by(&mut self, row: &[f64], network: bool) -> &[(u64, u32)] {
@@ -238,6 +305,24 @@ impl Iterator for BitIter {
     }
 }
 
+/// Calls `f(start, end)` for each run `start..end` of two or more sorted packed keys
+/// (`keys`, from the network) that share their prefix, the bits above the index; `same`
+/// is the network's bitset of the positions whose prefix equals the one before.
+fn prefix_runs(keys: &[u32], same: &[u64], mut f: impl FnMut(usize, usize)) {
+    let mut end = 0;
+    for p in same.iter().enumerate().flat_map(|(w, &b)| BitIter(b).map(move |k| 64 * w + k)) {
+        if p < end {
+            continue;
+        }
+        let start = p - 1;
+        end = p + 1;
+        while end < keys.len() && (keys[end] ^ keys[start]) >> super::netsort::INDEX_BITS == 0 {
+            end += 1;
+        }
+        f(start, end);
+    }
+}
+
 /// Stable counting-sort passes on the 8-bit digits starting at the given bit shifts
 /// (least significant first; all below 64); passes where every key has the same digit are
 /// skipped. The histograms of all passes are counted in one read.
@@ -318,18 +403,9 @@ pub fn rank_row(row: &[f64], out: &mut [f64], buf: &mut SortBuf) {
         }
         // ... and each run of equal prefixes (in index order) is sorted by its full values
         // and ranked again, ties averaged: the same bits as the walk below.
-        let at = same.iter().enumerate().flat_map(|(w, &b)| BitIter(b).map(move |k| 64 * w + k));
         let run = &mut buf.tmp;
-        let mut end = 0;
-        for p in at {
-            if p < end {
-                continue;
-            }
-            let start = p - 1;
-            end = p + 1;
-            while end < keys.len() && (keys[end] ^ keys[start]) >> super::netsort::INDEX_BITS == 0 {
-                end += 1;
-            }
+        let pct = &buf.pct;
+        prefix_runs(keys, &same, |start, end| {
             if end - start == 2 {
                 // Three runs in four are two values (measured): written as ranked above
                 // when ascending, swapped, or tied (the walk's values, same bits).
@@ -339,9 +415,9 @@ pub fn rank_row(row: &[f64], out: &mut [f64], buf: &mut SortBuf) {
                     let r = (2 * start + 3) as f64 / 2.0;
                     (out[i0], out[i1]) = (r / n, r / n);
                 } else if k0 > k1 {
-                    (out[i0], out[i1]) = (buf.pct[start + 1], buf.pct[start]);
+                    (out[i0], out[i1]) = (pct[start + 1], pct[start]);
                 }
-                continue;
+                return;
             }
             // Most long runs are one value repeated (`ts_rank` results of longer windows;
             // rows of at most eight values mostly take `few` above): written as one tie
@@ -355,7 +431,7 @@ pub fn rank_row(row: &[f64], out: &mut [f64], buf: &mut SortBuf) {
                 out[i] = r;
             }
             if tied {
-                continue;
+                return;
             }
             run.clear();
             run.extend(keys[start..end].iter().map(|&k| super::netsort::index(k)).map(|i| (order_key(row[i as usize]), i)));
@@ -369,7 +445,7 @@ pub fn rank_row(row: &[f64], out: &mut [f64], buf: &mut SortBuf) {
                     out[k as usize] = r;
                 }
             });
-        }
+        });
         return;
     }
     let sorted = buf.sort_finite(row);
@@ -661,6 +737,23 @@ mod tests {
                     assert_eq!(buf.sort_finite_by(x, net), want(x), "{what} values, n = {n}, network = {net}");
                 }
                 assert_eq!(buf.sort_finite(x), want(x), "{what} values, n = {n}");
+                // The scorer's order and ties, through a fresh buffer (which tries the
+                // few-values route first) and one that has just sorted a row of many values
+                // (which goes straight to the network, or the radix sort).
+                let w = want(x);
+                let want_ties: Vec<usize> = (1..w.len()).filter(|&j| w[j].0 == w[j - 1].0).collect();
+                let distinct: Vec<f64> = (0..n).map(|i| i as f64).collect();
+                for fresh in [true, false] {
+                    let mut buf = SortBuf::default();
+                    if !fresh {
+                        buf.sort_finite(&distinct);
+                    }
+                    let mut ties = vec![0u64; n / 64 + 1];
+                    let (order, repeats) = buf.sort_finite_order(x, &mut ties);
+                    assert_eq!(order, w.iter().map(|e| e.1).collect::<Vec<_>>(), "order of {what} values, n = {n}, fresh = {fresh}");
+                    let got: Vec<usize> = (0..64 * ties.len()).filter(|&j| ties[j / 64] >> (j % 64) & 1 == 1).collect();
+                    assert_eq!((got, repeats), (want_ties.clone(), want_ties.len()), "ties of {what} values, n = {n}, fresh = {fresh}");
+                }
                 // rank_row, which takes its own route from the network's keys, gives the
                 // average ranks of the reference order, bit for bit.
                 let (w, mut got) = (want(x), vec![0.0; n]);
