@@ -179,6 +179,15 @@ impl SortBuf {
                     }
                     return;
                 }
+                // Most long runs are one value repeated (`ts_rank` results of longer
+                // windows; rows of at most eight values mostly take `few` above): their
+                // bits are set a word at a time.
+                let k0 = key(start);
+                if (start + 1..end).all(|p| key(p) == k0) {
+                    set_bits(ties, start + 1, end);
+                    repeats += end - start - 1;
+                    return;
+                }
                 run.clear();
                 run.extend((start..end).map(|p| (key(p), idx[p])));
                 if !run.is_sorted() {
@@ -195,20 +204,21 @@ impl SortBuf {
             return (&self.idx, repeats);
         }
         // Else from the pairs, as `sort_finite` makes them.
-        match few {
-            Some(d) => d.sorted(row, &mut self.sorted),
-            None => {
-                self.sort_finite_by(row, false);
+        if let Some(d) = few {
+            d.sorted(row, &mut self.sorted);
+            repeats = d.tie_bits(ties);
+        } else {
+            let s = self.sort_finite_by(row, false);
+            // A word's bits gathered in a register: setting them one by one in memory made
+            // a chain of read-modify-writes of one word on rows of many ties.
+            for (w, word) in ties.iter_mut().enumerate().take(s.len().div_ceil(64)) {
+                let bits = ((64 * w).max(1)..(64 * w + 64).min(s.len())).fold(0u64, |b, j| b | u64::from(s[j].0 == s[j - 1].0) << (j % 64));
+                repeats += bits.count_ones() as usize;
+                *word = bits;
             }
         }
         self.idx.clear();
         self.idx.extend(self.sorted.iter().map(|e| e.1));
-        for (j, w) in self.sorted.windows(2).enumerate() {
-            if w[0].0 == w[1].0 {
-                set(ties, j + 1);
-                repeats += 1;
-            }
-        }
         (&self.idx, repeats)
     }
 
@@ -302,6 +312,16 @@ impl Iterator for BitIter {
             self.0 &= self.0 - 1;
             k
         })
+    }
+}
+
+/// Sets bits `from..to` of a bitset.
+fn set_bits(words: &mut [u64], from: usize, to: usize) {
+    let mut j = from;
+    while j < to {
+        let take = (64 - j % 64).min(to - j);
+        words[j / 64] |= (!0u64 >> (64 - take)) << (j % 64);
+        j += take;
     }
 }
 

@@ -38,6 +38,23 @@ impl Distinct {
         self.counts[..self.d].iter().map(|&c| c as usize).sum()
     }
 
+    /// The ties of the sorted cells ([`sorted`](Self::sorted)): sets bit j of `words`
+    /// (cleared, at least `finite() / 64 + 1` of them) for every position j but each
+    /// value's first, and returns how many it set.
+    pub fn tie_bits(&self, words: &mut [u64]) -> usize {
+        let n = self.finite();
+        for (w, word) in words.iter_mut().enumerate().take(n.div_ceil(64)) {
+            let upto = (n - 64 * w).min(64);
+            *word = if upto == 64 { !0 } else { (1 << upto) - 1 };
+        }
+        let mut start = 0;
+        for &c in &self.counts[..self.d] {
+            words[start / 64] &= !(1 << (start % 64));
+            start += c as usize;
+        }
+        n - self.d
+    }
+
     /// Percentile ranks, ties averaged (as [`rank_row`](super::cross::rank_row)): every
     /// cell of `out` is written, NaN where `row` is not finite.
     pub fn ranks(&self, row: &[f64], out: &mut [f64]) {
