@@ -27,7 +27,7 @@ mod ties;
 pub use stats::{finite_bits, mean_std, pearson4, pearson_finite, pearson_many};
 
 use crate::data::{DataError, MarketData, Panel, Period, Splits};
-use crate::expr::kernels::cross::{tie_runs, SortBuf};
+use crate::expr::kernels::cross::{neighbour_bits, tie_runs, SortBuf};
 use ties::TieBits;
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -472,16 +472,7 @@ impl Scorer {
             // (`n < min` returns below; the ties are only needed past it.)
             if n >= min {
                 let joint = &sc.joint;
-                ties.fill(joint.len(), |words| {
-                    let mut repeats = 0;
-                    for (j, w) in joint.windows(2).enumerate() {
-                        if sig[w[0] as usize] == sig[w[1] as usize] {
-                            words[(j + 1) / 64] |= 1 << ((j + 1) % 64);
-                            repeats += 1;
-                        }
-                    }
-                    (joint.len(), repeats)
-                });
+                ties.fill(joint.len(), |words| (joint.len(), neighbour_bits(words, joint.len(), |j| sig[joint[j] as usize] == sig[joint[j - 1] as usize])));
             }
             &sc.joint
         };

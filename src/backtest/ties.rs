@@ -87,6 +87,7 @@ impl TieBits {
 #[cfg(test)]
 mod tests {
     use super::TieBits;
+    use crate::expr::kernels::cross::neighbour_bits;
 
     /// Rows of a few keys, with runs at the start, the end and across word boundaries.
     fn rows() -> Vec<Vec<(u64, u32)>> {
@@ -125,16 +126,7 @@ mod tests {
     fn runs_counts_and_run_at_match_a_neighbour_walk() {
         let mut t = TieBits::default();
         for row in rows() {
-            t.fill(row.len(), |words| {
-                let mut repeats = 0;
-                for j in 1..row.len() {
-                    if row[j].0 == row[j - 1].0 {
-                        words[j / 64] |= 1 << (j % 64);
-                        repeats += 1;
-                    }
-                }
-                (row.len(), repeats)
-            });
+            t.fill(row.len(), |words| (row.len(), neighbour_bits(words, row.len(), |j| row[j].0 == row[j - 1].0)));
             let naive = naive_runs(&row);
             assert_eq!(t.repeats(), row.len() - naive.len(), "{row:?}");
             let mut got = Vec::new();

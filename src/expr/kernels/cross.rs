@@ -209,13 +209,7 @@ impl SortBuf {
             repeats = d.tie_bits(ties);
         } else {
             let s = self.sort_finite_by(row, false);
-            // A word's bits gathered in a register: setting them one by one in memory made
-            // a chain of read-modify-writes of one word on rows of many ties.
-            for (w, word) in ties.iter_mut().enumerate().take(s.len().div_ceil(64)) {
-                let bits = ((64 * w).max(1)..(64 * w + 64).min(s.len())).fold(0u64, |b, j| b | u64::from(s[j].0 == s[j - 1].0) << (j % 64));
-                repeats += bits.count_ones() as usize;
-                *word = bits;
-            }
+            repeats = neighbour_bits(ties, s.len(), |j| s[j].0 == s[j - 1].0);
         }
         self.idx.clear();
         self.idx.extend(self.sorted.iter().map(|e| e.1));
@@ -313,6 +307,20 @@ impl Iterator for BitIter {
             k
         })
     }
+}
+
+/// Sets bit j (1 ≤ j < n) of `words` (cleared, at least `n / 64 + 1` of them) where
+/// `same(j)`, item j equal to item j − 1 of a sorted sequence; returns how many it set.
+/// Each word's bits are gathered in a register: set one by one in memory, they made a
+/// chain of read-modify-writes of one word on rows of many ties.
+pub fn neighbour_bits(words: &mut [u64], n: usize, same: impl Fn(usize) -> bool) -> usize {
+    let mut repeats = 0;
+    for (w, word) in words.iter_mut().enumerate().take(n.div_ceil(64)) {
+        let bits = ((64 * w).max(1)..(64 * w + 64).min(n)).fold(0u64, |b, j| b | u64::from(same(j)) << (j % 64));
+        repeats += bits.count_ones() as usize;
+        *word = bits;
+    }
+    repeats
 }
 
 /// Sets bits `from..to` of a bitset.
