@@ -175,9 +175,9 @@ fn scorer_matches_the_plain_reference_on_real_data() {
 fn scorer_matches_the_plain_reference_on_data_with_gaps() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = load(&common::gapped_sample(dir.path(), 37), &LoadOptions::default()).expect("loads");
+    let p = prepare(&d, &Period::All, &Splits::default(), MetricsConfig::default()).expect("prepare");
     for expr in ["sign(returns)", "rank(volume / adv20)", "ts_argmax(close, 10)", "-1 * delta(close, 5)"] {
         let sig = eval_expr(expr, &d, &NoAlphas).expect("evaluates");
-        let p = prepare(&d, &Period::All, &Splits::default(), MetricsConfig::default()).expect("prepare");
         let got = p.scorer.score(&sig);
         let cut = (0..d.n_dates() - 2).filter(|&t| (0..d.n_assets()).any(|a| sig.get(t, a).is_finite() && !(d.fields["close"].get(t + 2, a) / d.fields["close"].get(t + 1, a)).is_finite())).count();
         assert!(got.n_days > 900 && cut > 500, "{expr}: {} days, {cut} with a finite signal and no label", got.n_days);
