@@ -84,8 +84,7 @@ if ! tool="$(profdata)"; then
     pkg="$(apt-cache search --names-only '^llvm-[0-9]+$' 2>/dev/null | cut -d' ' -f1 | sort -t- -k2 -n | tail -1)"
     [ -n "$pkg" ] || { echo "pgo: no llvm-profdata reads rustc's profiles, and apt offers no llvm-NN package; set LLVM_PROFDATA" >&2; exit 1; }
     echo "pgo: installing $pkg (apt) for llvm-profdata" >&2
-    SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-    $SUDO apt-get install -y -q "$pkg" >&2
+    apt_install "$pkg"
     tool="$(profdata)" || { echo "pgo: $pkg's llvm-profdata cannot read rustc's raw profiles ($(rustc -vV | grep LLVM)); set LLVM_PROFDATA" >&2; exit 1; }
 fi
 echo "pgo: profile merged by $tool" >&2
