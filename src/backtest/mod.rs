@@ -263,7 +263,7 @@ impl Scorer {
     pub fn score_many(&self, signals: &[&Panel]) -> Vec<Metrics> {
         let days = self.days_of(signals);
         // One signal's book is a walk in date order; the signals of a group walk in parallel.
-        days.par_iter().map(|d| crate::data::with_avx512(|| self.summarise(d, None))).collect()
+        days.par_iter().map(|d| crate::data::with_avx512(#[inline(always)] || self.summarise(d, None))).collect()
     }
 
     /// [`score`](Self::score), with the signal's daily book (for plots).
@@ -302,8 +302,11 @@ impl Scorer {
                 let extra = self.cfg.ic_horizons.len();
                 let mut out: Vec<Days> = signals.iter().map(|_| Days::with_capacity(t1 - t0, extra, na)).collect();
                 sc.sorts.resize_with(signals.len(), SortBuf::default);
-                // Compiled for AVX-512 where the CPU has it (`day` is inlined here).
-                crate::data::with_avx512(|| {
+                // Compiled for AVX-512 where the CPU has it (`day` is inlined here). The
+                // closure is too large for LLVM to inline into `with_avx512`'s function by
+                // itself, and left out of line it is plain x86-64 code (it was, unnoticed,
+                // until session 38; measured neutral either way then, benches/README.md).
+                crate::data::with_avx512(#[inline(always)] || {
                     for j in 0..t1 - t0 {
                         for (k, (o, r)) in out.iter_mut().zip(&rows).enumerate() {
                             self.day(t0 - self.start + j, &r[j * na..(j + 1) * na], k, sc, min, o);

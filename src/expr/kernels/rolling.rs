@@ -72,7 +72,7 @@ fn per_group(
     match x {
         Src::Take(mut p) => {
             if p.n_dates() > 0 {
-                p.par_groups_mut().for_each(|o| crate::data::with_avx512(|| in_place(o, shift)));
+                p.par_groups_mut().for_each(|o| crate::data::with_avx512(#[inline(always)] || in_place(o, shift)));
             }
             p
         }
@@ -80,7 +80,7 @@ fn per_group(
             let nd = x.n_dates();
             let mut out = Panel::scratch(nd, x.n_assets());
             if nd > 0 {
-                out.par_groups_mut().zip(x.as_slice().par_chunks(nd * LANES)).for_each(|(o, g)| crate::data::with_avx512(|| fresh(g, shift, o)));
+                out.par_groups_mut().zip(x.as_slice().par_chunks(nd * LANES)).for_each(|(o, g)| crate::data::with_avx512(#[inline(always)] || fresh(g, shift, o)));
             }
             out
         }
