@@ -177,7 +177,7 @@ fn label_rows(close: &Panel, start: usize, end: usize, gap: usize, horizons: &[u
                 continue;
             }
             let (now, later, out) = (row(base), row(base + h), &mut out[k * na..(k + 1) * na]);
-            crate::data::with_avx512(|| {
+            crate::data::with_avx512(#[inline(always)] || {
                 for ((o, &b), &l) in out.iter_mut().zip(now).zip(later) {
                     let v = l / b - 1.0;
                     *o = if v.is_finite() { v } else { f64::NAN };
@@ -302,10 +302,7 @@ impl Scorer {
                 let extra = self.cfg.ic_horizons.len();
                 let mut out: Vec<Days> = signals.iter().map(|_| Days::with_capacity(t1 - t0, extra, na)).collect();
                 sc.sorts.resize_with(signals.len(), SortBuf::default);
-                // Compiled for AVX-512 where the CPU has it (`day` is inlined here). The
-                // closure is too large for LLVM to inline into `with_avx512`'s function by
-                // itself, and left out of line it is plain x86-64 code (it was, unnoticed,
-                // until session 38; measured neutral either way then, benches/README.md).
+                // Compiled for AVX-512 where the CPU has it (`day` is inlined here).
                 crate::data::with_avx512(#[inline(always)] || {
                     for j in 0..t1 - t0 {
                         for (k, (o, r)) in out.iter_mut().zip(&rows).enumerate() {

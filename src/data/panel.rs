@@ -461,6 +461,10 @@ fn prefetch_with<const H: i32>(p: *const f64, len: usize) {
 /// order stay the same (Rust never fuses a multiply and an add by itself), so the results
 /// are the same bits. Measured: a `-C target-cpu=native` build of the whole crate gained
 /// there but lost more in the hand-written AVX-512 kernels (register spills).
+///
+/// Mark the closure `#[inline(always)]`: LLVM inlines only small closures into the
+/// AVX-512 function by itself, and one left out of line is compiled for baseline x86-64,
+/// silently (the scorer's per-date loop was, until session 38).
 #[inline(always)]
 pub fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
@@ -514,7 +518,7 @@ pub unsafe fn scatter_date_block(dst: *mut f64, nd: usize, na: usize, t0: usize,
     }
     let rows = block.len() / na;
     debug_assert!(t0 + rows <= nd);
-    with_avx512(|| for g in 0..na.div_ceil(LANES) {
+    with_avx512(#[inline(always)] || for g in 0..na.div_ceil(LANES) {
         let (a0, w) = (g * LANES, LANES.min(na - g * LANES));
         // SAFETY: group g's dates t0..t0 + rows, inside the buffer and the caller's alone;
         // each row of the block holds assets a0..a0 + w.
@@ -543,7 +547,7 @@ pub unsafe fn gather_date_block(src: *const f64, nd: usize, na: usize, t0: usize
     }
     let rows = block.len() / na;
     debug_assert!(t0 + rows <= nd);
-    with_avx512(|| for g in 0..na.div_ceil(LANES) {
+    with_avx512(#[inline(always)] || for g in 0..na.div_ceil(LANES) {
         let (a0, w) = (g * LANES, LANES.min(na - g * LANES));
         // The lines of the group after next: each group's rows of a block are a short
         // run, too short for the hardware prefetcher to get ahead of the reads.

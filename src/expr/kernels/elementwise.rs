@@ -133,7 +133,7 @@ fn lazy1<F: Fn(f64) -> f64 + Send + Sync + 'static>(a: Value, f: F) -> Value {
     let fill: Fill = Box::new(move |start, out, arena| {
         let (buf, rest) = arena.split_at_mut(RUN);
         let x = input_run(&a, start, &mut buf[..out.len()], rest);
-        with_avx512(|| out.iter_mut().zip(x).for_each(|(o, x)| *o = clean(f(*x))));
+        with_avx512(#[inline(always)] || out.iter_mut().zip(x).for_each(|(o, x)| *o = clean(f(*x))));
     });
     Value::Lazy(Arc::new(Lazy { n_dates, n_assets, depth, fill }))
 }
@@ -153,7 +153,7 @@ fn lazy2<F: Fn(f64, f64) -> f64 + Send + Sync + 'static>(a: Value, b: Value, f: 
         let n = out.len();
         let x = input_run(&a, start, &mut ba[..n], rest);
         let y = input_run(&b, start, &mut bb[..n], rest);
-        with_avx512(|| {
+        with_avx512(#[inline(always)] || {
             for ((o, x), y) in out.iter_mut().zip(x).zip(y) {
                 *o = clean(f(*x, *y));
             }
@@ -179,7 +179,7 @@ fn lazy3<F: Fn(f64, f64, f64) -> f64 + Send + Sync + 'static>(a: Value, b: Value
         match &c {
             Value::Panel(p) => {
                 let z = &p.as_slice()[start..start + n];
-                with_avx512(|| {
+                with_avx512(#[inline(always)] || {
                     for (((o, x), y), z) in out.iter_mut().zip(x).zip(y).zip(z) {
                         *o = clean(f(*x, *y, *z));
                     }
@@ -192,7 +192,7 @@ fn lazy3<F: Fn(f64, f64, f64) -> f64 + Send + Sync + 'static>(a: Value, b: Value
                     Value::Scalar(v) => out.fill(*v),
                     Value::Panel(_) => unreachable!("matched above"),
                 }
-                with_avx512(|| {
+                with_avx512(#[inline(always)] || {
                     for ((o, x), y) in out.iter_mut().zip(x).zip(y) {
                         *o = clean(f(*x, *y, *o));
                     }
@@ -297,7 +297,7 @@ pub fn map1<F: Fn(f64) -> f64 + Send + Sync + 'static>(lazy: bool, a: Value, f: 
     };
     let sa = src(&vals[0], 0, reused);
     out.as_mut_slice().par_chunks_mut(CHUNK).enumerate().for_each(|(k, c)| {
-        with_avx512(|| match sa.offset(k * CHUNK, c.len()) {
+        with_avx512(#[inline(always)] || match sa.offset(k * CHUNK, c.len()) {
             Src::Slice(s) => c.iter_mut().zip(s).for_each(|(o, x)| *o = clean(f(*x))),
             _ => c.iter_mut().for_each(|o| *o = clean(f(*o))),
         })
@@ -321,7 +321,7 @@ pub fn map2<F: Fn(f64, f64) -> f64 + Send + Sync + 'static>(lazy: bool, a: Value
         let (sa, sb) = (sa.offset(k * CHUNK, c.len()), sb.offset(k * CHUNK, c.len()));
         // Specialised loops for the common shapes so they vectorise (for AVX-512 where
         // the CPU has it).
-        with_avx512(|| match (sa, sb) {
+        with_avx512(#[inline(always)] || match (sa, sb) {
             (Src::Slice(x), Src::Slice(y)) => {
                 for ((o, x), y) in c.iter_mut().zip(x).zip(y) {
                     *o = clean(f(*x, *y));
@@ -385,7 +385,7 @@ pub fn map3<F: Fn(f64, f64, f64) -> f64 + Send + Sync + 'static>(lazy: bool, a: 
         // copied to a stack buffer), so that one loop over three slices serves every
         // shape and vectorises (a per-element match on the shapes did not: 3x slower).
         let (mut ba, mut bb, mut bc) = ([0.0f64; RUN], [0.0f64; RUN], [0.0f64; RUN]);
-        with_avx512(|| {
+        with_avx512(#[inline(always)] || {
             for (r, o) in ch.chunks_mut(RUN).enumerate() {
                 let at = r * RUN;
                 let (a, b, c) = (run(s[0], at, o, &mut ba), run(s[1], at, o, &mut bb), run(s[2], at, o, &mut bc));
