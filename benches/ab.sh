@@ -2,12 +2,12 @@
 # Interleaved A/B timing of the alpha101 batch (100 alphas, full metrics, one thread)
 # between two builds, because this VM's speed drifts by 20 % or more over tens of minutes:
 # a "before" figure measured earlier in a session is not a baseline (session 7 was misled
-# by exactly that, see benches/README.md). Each round runs A then B back to back, and the
+# by exactly that, see benches/HISTORY.md). Each round runs A then B back to back, and the
 # per-operator times (`--log debug`) are kept, so a kernel change is judged where it runs.
 # Prints the median and the minimum of each side.
 # Read the operators whose code the change did not touch as a control: the binary's layout
 # alone moves some of them (`ts_corr` by ±30 % between builds whose correlation code is
-# byte-identical, session 22 in benches/README.md), and the total moves with them.
+# byte-identical, session 22 in benches/HISTORY.md), and the total moves with them.
 #
 #   benches/ab.sh [REV_A [REV_B [ROUNDS]]]     # defaults: HEAD, the working tree, 5
 #   AB_TOL=1e-12 benches/ab.sh ...             # also compare differing outputs numerically

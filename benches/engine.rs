@@ -3,7 +3,7 @@
 //! scoring one signal,
 //! and the whole alpha101 seed set with full metrics on one thread and on all cores.
 //!
-//! Run: `cargo bench --bench engine` (figures recorded in benches/README.md).
+//! Run: `cargo bench --bench engine` (figures in benches/README.md, every session's in benches/HISTORY.md).
 
 use alphaloop::backtest::{prepare, Grouped, MetricsConfig};
 use alphaloop::data::{load, LoadOptions, MarketData, Period, Splits};

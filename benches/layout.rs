@@ -7,7 +7,7 @@
 //! keeping panels in another layout was the last untried redesign on the list. This
 //! measures the access patterns themselves (a running sum over eight lanes, the loop shape
 //! of the rolling kernels; a plain walk along a date's row, that of the cross-sectional
-//! ones), so the decision rests on figures (benches/README.md, session 17).
+//! ones), so the decision rests on figures (benches/HISTORY.md, session 17).
 //!
 //! Run: `cargo bench --bench layout`.
 

@@ -7,7 +7,7 @@
 //! their eight series already interleaved, one cache line per date; a cross-sectional
 //! kernel gathers a date's row as one line per group instead of one cell per asset. With
 //! asset-major storage both had to transpose, about 15 % of the alpha101 batch
-//! (benches/README.md, session 30). A last group of fewer than eight assets is padded: its
+//! (benches/HISTORY.md, session 30). A last group of fewer than eight assets is padded: its
 //! spare lanes hold NaN or whatever a kernel computed from them, and are never read as data.
 
 use ndarray::{Array2, ArrayView3};

@@ -4,7 +4,7 @@
 //! A map whose one consumer is another map is not computed on its own: it returns a
 //! [`Lazy`] value, and the chain (`(close - open) / open * volume`) is computed a run of
 //! cells at a time by the map that needs a panel, in one pass over memory. Measured on an
-//! Intel Xeon (benches/README.md, session 34): the element-wise operators −5 %, the
+//! Intel Xeon (benches/HISTORY.md, session 34): the element-wise operators −5 %, the
 //! alpha101 batch −2 %; on the AMD machines of sessions 16 and 18, whose caches feed an
 //! element-wise pass about 2.5× faster, it had gained under 1 %.
 

@@ -1,6 +1,6 @@
 //! Cross-sections with at most [`FEW`] distinct values: comparisons (0/1), signs,
 //! `ts_argmax` and short `ts_rank` results, and the signals built on them (a fifth of
-//! the alpha101 set scores such rows; see benches/README.md, session 21).
+//! the alpha101 set scores such rows; see benches/HISTORY.md, session 21).
 //!
 //! Why: the sorting network costs the same whatever the data, yet the order of such a row
 //! is known from a count per value: the values ascending, the cells of each value in index

@@ -40,7 +40,7 @@ struct Sums {
 /// The result goes to a fresh panel even where an input may be taken ([`Src::Take`]): the
 /// kernels read days behind the one they write, so writing over the input needed a copy
 /// of each group first, and without it the rolling kernels ran 3 to 30 % faster
-/// (benches/README.md, session 30). A taken input goes back to the pool at the end.
+/// (benches/HISTORY.md, session 30). A taken input goes back to the pool at the end.
 fn grouped<const K: usize>(inputs: [Src<'_>; K], eight: impl Fn([&[f64]; K], &mut [f64]) + Sync) -> Panel {
     let (nd, na) = (inputs[0].panel().n_dates(), inputs[0].panel().n_assets());
     assert!(inputs.iter().all(|s| s.panel().n_dates() == nd && s.panel().n_assets() == na), "panels of one shape");
@@ -541,7 +541,7 @@ unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool,
     // Raw pointers and no bounds checks in the loop: with them, the loop's index and
     // bounds values outgrew the registers, and how the compiler spilled them changed from
     // build to build with the crate's partitioning (`ts_corr` ran at 44 or 60 ms for the
-    // same three correlations, benches/README.md, session 25).
+    // same three correlations, benches/HISTORY.md, session 25).
     let (px, py, po) = (x.as_ptr(), y.as_ptr(), out.as_mut_ptr());
     // SAFETY (every load below): rows t < n of slices holding at least n·W values
     // (asserted above).
