@@ -319,6 +319,20 @@ fn kb_cli_end_to_end() {
     assert!(sim[0]["record"]["id"] != "alpha101_001");
     let hits: serde_json::Value = serde_json::from_str(&run(&["--json", "search", "volume", "-n", "4"])).expect("json");
     assert_eq!(hits.as_array().expect("array").len(), 4);
+    // A misspelt split or family is an error that names it, not an empty table.
+    let fails = |args: &[&str]| {
+        let out = bin().arg("--config").arg(&cfg).arg("kb").arg("--kb").arg(&store).args(args).output().expect("runs");
+        assert!(!out.status.success(), "kb {args:?} succeeded");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = fails(&["top", "--split", "vaild"]);
+    assert!(err.contains("unknown split 'vaild': train or valid"), "{err}");
+    let err = fails(&["top", "--split", "test"]);
+    assert!(err.contains("`kb holdout` reports the test period"), "{err}");
+    let err = fails(&["search", "volume", "--family", "volum"]);
+    assert!(err.contains("no record of family 'volum'") && err.contains("its families: seed"), "{err}");
+    let fam: serde_json::Value = serde_json::from_str(&run(&["--json", "top", "--family", "seed", "-n", "2"])).expect("json");
+    assert_eq!(fam.as_array().expect("array").len(), 2);
     let pq = dir.path().join("kb.parquet");
     run(&["export", "--format", "parquet", "-o", pq.to_str().expect("utf8")]);
     assert!(std::fs::metadata(&pq).expect("written").len() > 1000);

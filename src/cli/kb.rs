@@ -27,25 +27,37 @@ pub enum KbCmd {
     Stats,
     /// Best records by a metric.
     Top {
+        /// The metric to rank by (rank_ic, ic, icir, sharpe, ...; an unknown name lists
+        /// them). Smaller is better for turnover and max_drawdown.
         #[arg(long, default_value = "rank_ic")]
         by: String,
+        /// The split whose metric ranks: train or valid (the test period is `kb holdout`'s).
         #[arg(long, default_value = "valid")]
         split: String,
+        /// How many records to print.
         #[arg(short = 'n', long, default_value_t = 20)]
         n: usize,
         /// Only records with this status (accepted, rejected, error, or all).
         #[arg(long, default_value = "accepted")]
         status: String,
+        /// Only records of this idea family (momentum, reversal, volume, ...).
         #[arg(long)]
         family: Option<String>,
     },
-    /// Semantic search over ideas ("volume breakout on down days").
+    /// Semantic search over ideas ("volume breakout on down days"), in the order the
+    /// writer and the judge retrieve them: score = 0.6 · relevance (cosine to the idea) +
+    /// 0.3 · performance (valid Rank IC) + 0.1 · recency, then diversified (each pick
+    /// penalised by its similarity to those already picked), so neither column is sorted.
     Search {
+        /// The idea to look for, in words.
         query: String,
+        /// How many records to print.
         #[arg(short = 'n', long, default_value_t = 10)]
         n: usize,
+        /// Only records with this status (accepted, rejected, error, or all).
         #[arg(long, default_value = "all")]
         status: String,
+        /// Only records of this idea family (momentum, reversal, volume, ...).
         #[arg(long)]
         family: Option<String>,
         /// Only records whose valid Rank IC is at least this.
@@ -54,16 +66,23 @@ pub enum KbCmd {
     },
     /// Records whose signals behave like ID's (behaviour vector).
     Similar {
+        /// The record whose signal to compare with (`kb top` or `kb search` show ids).
         id: String,
+        /// How many records to print.
         #[arg(short = 'n', long, default_value_t = 10)]
         n: usize,
     },
     /// One record in full: code, idea, metrics, reviews, lessons, lineage.
-    Show { id: String },
+    Show {
+        /// The record's id.
+        id: String,
+    },
     /// Write every record to a file (or stdout for json/csv without --out).
     Export {
+        /// The file format (parquet needs --out).
         #[arg(long, value_enum, default_value = "json")]
         format: Format,
+        /// The file to write.
         #[arg(short, long)]
         out: Option<PathBuf>,
     },
@@ -71,6 +90,7 @@ pub enum KbCmd {
     /// in the sandbox) or a WebAssembly module in text form (.wat, under wasmtime);
     /// formulas and programs are evaluated on --data (train and valid).
     Import {
+        /// The file to add (.json, .toml, .txt, .py or .wat).
         file: PathBuf,
         /// For a .py file: the Factor class to run when it defines several.
         #[arg(long = "class")]
@@ -96,7 +116,10 @@ pub enum KbCmd {
         plot: Option<PathBuf>,
     },
     /// Delete a record.
-    Rm { id: String },
+    Rm {
+        /// The record's id.
+        id: String,
+    },
 }
 
 /// Opens the knowledge base named by the flag, the config or the default.
@@ -138,6 +161,19 @@ fn status_filter(status: &str, family: Option<&str>) -> Result<Filter> {
     Ok(f)
 }
 
+/// Fails when `family` names no record's family, listing those the KB has: an empty
+/// table after a misspelt family would read as "no such alphas".
+fn known_family(kb: &Kb, family: Option<&str>) -> Result<()> {
+    let Some(fam) = family else { return Ok(()) };
+    let mut known: Vec<String> = kb.records(&Filter::new())?.into_iter().map(|r| r.family).collect();
+    known.sort();
+    known.dedup();
+    if known.iter().any(|f| f == fam) {
+        return Ok(());
+    }
+    bail!("no record of family '{fam}' in {}; its families: {}", kb.location(), if known.is_empty() { "none (the KB is empty)".to_string() } else { known.join(", ") })
+}
+
 pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
     let mut kb = open(args.kb.as_deref(), cfg)?;
     let json = args.json;
@@ -164,6 +200,9 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
         }
         KbCmd::Top { by, split, n, status, family } => {
             let recs = kb.top(&by, &split, n, &status_filter(&status, family.as_deref())?)?;
+            if recs.is_empty() {
+                known_family(&kb, family.as_deref())?;
+            }
             print_records(&recs, &split, json)?;
         }
         KbCmd::Search { query, n, status, family, min_rank_ic } => {
@@ -172,6 +211,9 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
                 f = f.range("valid_rank_ic", min_rank_ic, None);
             }
             let hits = kb.search_text(&query, &f, n, true)?;
+            if hits.is_empty() {
+                known_family(&kb, family.as_deref())?;
+            }
             print_hits(&hits, json)?;
         }
         KbCmd::Similar { id, n } => print_hits(&kb.similar(&id, n)?, json)?,

@@ -321,6 +321,11 @@ impl Kb {
         if !record::METRIC_NAMES.contains(&by) {
             return Err(KbError::Invalid(format!("unknown metric '{by}'; one of {}", record::METRIC_NAMES.join(", "))));
         }
+        if split != "train" && split != "valid" {
+            // Records hold train and valid metrics only: the test period is never scored
+            // into the KB (`kb holdout` reports it).
+            return Err(KbError::Invalid(format!("unknown split '{split}': train or valid (`kb holdout` reports the test period)")));
+        }
         let mut v: Vec<(f64, AlphaRecord)> =
             self.records(filter)?.into_iter().filter_map(|r| r.metric(split, by).map(|m| (m, r))).collect();
         // Drawdown and turnover are better when smaller in magnitude.
