@@ -62,7 +62,14 @@ fn label_horizon_and_gap_are_settings() {
 fn missing_data_is_explained() {
     let (code, _, err) = run(&["eval", "--data", "/no/such/file.parquet", "close"]);
     assert_eq!(code, 2);
-    assert!(err.contains("data file not found: /no/such/file.parquet"), "{err}");
+    assert!(err.contains("data file not found: /no/such/file.parquet (given on the command line"), "{err}");
+    // The same path from a config file says so.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("alphaloop.toml");
+    std::fs::write(&cfg, "data = \"/no/such/file.parquet\"\n").expect("write config");
+    let (code, _, err) = run(&["--config", cfg.to_str().expect("utf8"), "eval", "close"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("data file not found: /no/such/file.parquet (the config's `data`)"), "{err}");
 }
 
 #[test]

@@ -87,7 +87,8 @@ pub fn default_data_candidates() -> Vec<PathBuf> {
 pub fn resolve_data(flag: Option<&Path>, cfg: &Config) -> Result<PathBuf> {
     if let Some(p) = flag.or(cfg.data.as_deref()) {
         if !p.exists() {
-            bail!("data file not found: {} (from --data, $ALPHALOOP_DATA or the config)", p.display());
+            let from = if flag.is_some() { "given on the command line or in $ALPHALOOP_DATA" } else { "the config's `data`" };
+            bail!("data file not found: {} ({from})", p.display());
         }
         return Ok(p.to_path_buf());
     }
