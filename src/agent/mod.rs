@@ -163,6 +163,18 @@ impl Templates {
     }
 }
 
+/// Why a candidate's Rank IC on `split` fails the threshold. An undefined one (no scored
+/// date: the signal never varied across the stocks it covers) says so, since the writer
+/// and the lesson read this text, and "n/a is below 0.002" teaches them nothing.
+fn below(split: &str, rank_ic: Option<f64>, min: f64) -> String {
+    match rank_ic {
+        Some(v) => format!("{split} Rank IC {} is below {min}", f4(v)),
+        None => format!(
+            "{split} Rank IC is undefined: on no date did the signal vary across the stocks it scores (a constant signal, e.g. a comparison that always holds, ranks nothing)"
+        ),
+    }
+}
+
 fn f4(x: f64) -> String {
     if x.is_finite() { format!("{x:.4}") } else { "n/a".into() }
 }
@@ -571,9 +583,9 @@ impl<'a> Miner<'a> {
         } else if let Some(r) = best.novelty.as_ref().and_then(|v| v.reject.clone()) {
             Status::Rejected { reason: r }
         } else if !(tr.unwrap_or(f64::NAN) >= self.cfg.min_train_rank_ic) {
-            Status::Rejected { reason: format!("train Rank IC {} is below {}", f4(tr.unwrap_or(f64::NAN)), self.cfg.min_train_rank_ic) }
+            Status::Rejected { reason: below("train", tr, self.cfg.min_train_rank_ic) }
         } else if !(va.unwrap_or(f64::NAN) >= self.cfg.min_valid_rank_ic) {
-            Status::Rejected { reason: format!("valid Rank IC {} is below {}", f4(va.unwrap_or(f64::NAN)), self.cfg.min_valid_rank_ic) }
+            Status::Rejected { reason: below("valid", va, self.cfg.min_valid_rank_ic) }
         } else {
             Status::Accepted
         };
@@ -772,6 +784,15 @@ mod tests {
         let writer = |typical: bool| t.render("writer_system.md", minijinja::context! { fields => "open", operators => "", vwap_typical => typical }).expect("renders");
         assert!(writer(true).contains("vwap is the typical price (high + low + close) / 3; adv20"));
         assert!(writer(false).contains("vwap is the volume-weighted average price; adv20"));
+    }
+
+    #[test]
+    fn a_rank_ic_below_the_bar_says_why() {
+        // Unchanged for a defined Rank IC (recorded runs replay against prompts quoting it).
+        assert_eq!(below("train", Some(0.0016), 0.002), "train Rank IC 0.0016 is below 0.002");
+        let undefined = below("valid", None, 0.0);
+        assert!(undefined.starts_with("valid Rank IC is undefined: on no date did the signal vary"), "{undefined}");
+        assert!(!undefined.contains("n/a"), "{undefined}");
     }
 
     #[test]
