@@ -11,6 +11,7 @@ pub enum DataCmd {
     Info {
         /// The file (default: the shipped data).
         file: Option<PathBuf>,
+        /// `symbol,group` CSV for indneutralize (default: sp500_constituents.csv beside the data).
         #[arg(long)]
         groups: Option<PathBuf>,
         /// Print one JSON object.

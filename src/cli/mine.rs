@@ -452,6 +452,7 @@ pub enum RunsCmd {
     List,
     /// One run's ideas and outcomes.
     Show {
+        /// The run's id (`alphaloop runs` lists them).
         id: String,
         /// Also draw the run into a PNG: each idea's valid Rank IC and the best accepted one so far.
         #[arg(long)]
