@@ -163,14 +163,15 @@ impl Templates {
     }
 }
 
-/// Why a candidate's Rank IC on `split` fails the threshold. An undefined one (no scored
-/// date: the signal never varied across the stocks it covers) says so, since the writer
-/// and the lesson read this text, and "n/a is below 0.002" teaches them nothing.
+/// Why a candidate's Rank IC on `split` fails the threshold. An undefined one (no date
+/// scored: too few stocks with a finite signal and label, or a signal that never varied
+/// across them) says so, since the writer and the lesson read this text, and "n/a is
+/// below 0.002" teaches them nothing.
 fn below(split: &str, rank_ic: Option<f64>, min: f64) -> String {
     match rank_ic {
         Some(v) => format!("{split} Rank IC {} is below {min}", f4(v)),
         None => format!(
-            "{split} Rank IC is undefined: on no date did the signal vary across the stocks it scores (a constant signal, e.g. a comparison that always holds, ranks nothing)"
+            "{split} Rank IC is undefined: no date had enough stocks with a finite signal and label over which the signal varied (a constant signal, e.g. a comparison that always holds, ranks nothing)"
         ),
     }
 }
@@ -791,7 +792,7 @@ mod tests {
         // Unchanged for a defined Rank IC (recorded runs replay against prompts quoting it).
         assert_eq!(below("train", Some(0.0016), 0.002), "train Rank IC 0.0016 is below 0.002");
         let undefined = below("valid", None, 0.0);
-        assert!(undefined.starts_with("valid Rank IC is undefined: on no date did the signal vary"), "{undefined}");
+        assert!(undefined.starts_with("valid Rank IC is undefined: no date had enough stocks"), "{undefined}");
         assert!(!undefined.contains("n/a"), "{undefined}");
     }
 
