@@ -59,6 +59,15 @@ fn label_horizon_and_gap_are_settings() {
 }
 
 #[test]
+fn a_window_longer_than_the_period_s_data_shows_where_it_ends() {
+    // The data is cut at the period's end, so the error gives the span the window met.
+    let data = sample_arg();
+    let (code, _, err) = run(&["eval", "--data", &data, "--period", "2016-01-01:2016-12-31", "ts_mean(close, 600)"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is longer than the data (504 dates, 2015-01-02 to 2016-12-30) at 16"), "{err}");
+}
+
+#[test]
 fn missing_data_is_explained() {
     let (code, _, err) = run(&["eval", "--data", "/no/such/file.parquet", "close"]);
     assert_eq!(code, 2);

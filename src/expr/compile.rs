@@ -106,12 +106,19 @@ const GROUP_LEVELS: &[&str] = &["sector", "industry", "subindustry"];
 pub struct Schema {
     pub fields: Vec<String>,
     pub n_dates: usize,
+    /// The dates' span ("1999-11-01 to 2015-12-31"), so that a window longer than the data
+    /// shows where the data ends: a period's data is cut at the period's end.
+    pub span: String,
     pub has_groups: bool,
 }
 
 impl Schema {
     pub fn of(data: &MarketData) -> Schema {
-        Schema { fields: data.fields.keys().cloned().collect(), n_dates: data.n_dates(), has_groups: data.groups.is_some() }
+        let span = match (data.dates.first(), data.dates.last()) {
+            (Some(a), Some(b)) => format!("{a} to {b}"),
+            _ => "no dates".into(),
+        };
+        Schema { fields: data.fields.keys().cloned().collect(), n_dates: data.n_dates(), span, has_groups: data.groups.is_some() }
     }
 }
 
@@ -190,7 +197,7 @@ impl<'a> Compiler<'a> {
             return Err(ExprError::at(
                 text,
                 span,
-                format!("{what} of {w} days is longer than the data ({} dates)", self.schema.n_dates),
+                format!("{what} of {w} days is longer than the data ({} dates, {})", self.schema.n_dates, self.schema.span),
             ));
         }
         Ok(w as usize)
