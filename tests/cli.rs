@@ -68,6 +68,27 @@ fn a_window_longer_than_the_period_s_data_shows_where_it_ends() {
 }
 
 #[test]
+fn openai_without_a_key_fails_before_any_work() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runs = dir.path().join("runs");
+    let no_key = |args: &[&str]| {
+        let out = bin().args(args).env_remove("OPENAI_API_KEY").env_remove("OPENAI_BASE_URL").env("ALPHALOOP_RUNS", &runs).output().expect("runs");
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let kb = dir.path().join("kb");
+    let (code, err) = no_key(&["mine", "--llm", "openai:gpt-4o-mini", "--ideas", "1", "--kb", kb.to_str().expect("utf8")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("OPENAI_API_KEY is not set, and https://api.openai.com/v1 answers nothing without one"), "{err}");
+    assert!(!runs.exists() && !kb.exists(), "no run directory or KB made");
+    // The same for the KB's embedder named in a config.
+    let cfg = dir.path().join("alphaloop.toml");
+    std::fs::write(&cfg, "embedder = \"openai:text-embedding-3-small\"\n").expect("write config");
+    let (code, err) = no_key(&["--config", cfg.to_str().expect("utf8"), "kb", "--kb", kb.to_str().expect("utf8"), "stats"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("OPENAI_API_KEY is not set"), "{err}");
+}
+
+#[test]
 fn missing_data_is_explained() {
     let (code, _, err) = run(&["eval", "--data", "/no/such/file.parquet", "close"]);
     assert_eq!(code, 2);

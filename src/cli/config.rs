@@ -69,6 +69,22 @@ impl Config {
     }
 }
 
+/// The OpenAI-compatible endpoint an `openai:MODEL` model or embedder talks to (`url`
+/// from the config, else `$OPENAI_BASE_URL`, else OpenAI's) and its key
+/// (`$OPENAI_API_KEY`). OpenAI's own endpoint refuses every request without a key, so a
+/// missing one is an error here, before any work, not after five failed attempts; a
+/// local server (`alphaloop serve`, llama.cpp's, vLLM's) needs none.
+pub fn openai_endpoint(url: Option<&str>) -> Result<(String, Option<String>)> {
+    let base = url.map(str::to_string).or_else(|| std::env::var("OPENAI_BASE_URL").ok()).unwrap_or_else(|| "https://api.openai.com/v1".into());
+    let key = std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.trim().is_empty());
+    if key.is_none() && base.contains("api.openai.com") {
+        bail!(
+            "OPENAI_API_KEY is not set, and {base} answers nothing without one: set it, or point $OPENAI_BASE_URL (or the config's llm_url / embed_url) at a server that needs none, such as `alphaloop serve`"
+        );
+    }
+    Ok((base, key))
+}
+
 /// Places the shipped data is looked for, in order.
 pub fn default_data_candidates() -> Vec<PathBuf> {
     let name = "sp500_daily.parquet";

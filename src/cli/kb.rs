@@ -136,12 +136,8 @@ pub fn embedder(cfg: &Config) -> Result<std::sync::Arc<dyn crate::kb::embed::Emb
     match cfg.embedder.as_deref() {
         None | Some("minilm") => Ok(crate::kb::default_embedder(None)?),
         Some(s) if s.starts_with("openai:") => {
-            let base = cfg
-                .embed_url
-                .clone()
-                .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
-                .unwrap_or_else(|| "https://api.openai.com/v1".into());
-            let e = crate::kb::embed::OpenAiEmbedder::new(&base, &s["openai:".len()..], std::env::var("OPENAI_API_KEY").ok(), crate::llm::retry::Patience::from_minutes(cfg.retry_minutes))?;
+            let (base, key) = super::config::openai_endpoint(cfg.embed_url.as_deref())?;
+            let e = crate::kb::embed::OpenAiEmbedder::new(&base, &s["openai:".len()..], key, crate::llm::retry::Patience::from_minutes(cfg.retry_minutes))?;
             Ok(std::sync::Arc::new(crate::kb::embed::Cached::new(Box::new(e))))
         }
         Some(s) => bail!("unknown embedder '{s}' in the config: minilm or openai:MODEL"),

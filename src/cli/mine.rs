@@ -148,9 +148,9 @@ fn open_llm(args: &MineArgs, cfg: &Config, run_dir: &Path) -> Result<Box<dyn Lan
             Box::new(LocalModel::load(&path, crate::llm::local::DEFAULT_CTX, args.llm_threads)?)
         }
         s if s.starts_with("openai:") => {
-            let base = cfg.llm_url.clone().or_else(|| std::env::var("OPENAI_BASE_URL").ok()).unwrap_or_else(|| "https://api.openai.com/v1".into());
+            let (base, key) = super::config::openai_endpoint(cfg.llm_url.as_deref())?;
             let patience = crate::llm::retry::Patience::from_minutes(cfg.retry_minutes);
-            Box::new(OpenAiModel::new(&base, &s["openai:".len()..], std::env::var("OPENAI_API_KEY").ok(), 4, std::time::Duration::from_secs(120))?.with_patience(patience))
+            Box::new(OpenAiModel::new(&base, &s["openai:".len()..], key, 4, std::time::Duration::from_secs(120))?.with_patience(patience))
         }
         s => bail!("unknown --llm '{s}': local or openai:MODEL"),
     };
@@ -171,6 +171,10 @@ fn read_log(path: &Path) -> Result<Vec<Outcome>> {
 }
 
 pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
+    if args.llm.starts_with("openai:") && args.replay.is_none() && args.writer != "gp" {
+        // A missing key fails now, before a run directory is made and the data loaded.
+        super::config::openai_endpoint(cfg.llm_url.as_deref())?;
+    }
     let run_id = match &args.resume {
         Some(r) => r.clone(),
         None => args.run_id.clone().unwrap_or_else(|| format!("run{}", crate::kb::record::now())),
