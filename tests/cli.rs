@@ -144,6 +144,23 @@ fn dump_writes_the_signal_in_long_format() {
 }
 
 #[test]
+fn a_dump_to_an_unknown_format_fails_first_and_leaves_the_file_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sheet = dir.path().join("results.xlsx");
+    std::fs::write(&sheet, b"a spreadsheet").expect("write");
+    let s = sheet.display().to_string();
+    let (code, out, err) = run(&["eval", "--data", &sample_arg(), "--dump", &s, "rank(volume)"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot write '.xlsx' files; use .parquet or .csv") && out.is_empty(), "{err}");
+    assert_eq!(std::fs::read(&sheet).expect("read"), b"a spreadsheet");
+    // `predict --out` shares the writer and the check.
+    let (code, _, err) = run(&["predict", "--model", "/no/such/model.json", "--out", &s]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot write '.xlsx' files"), "{err}");
+    assert_eq!(std::fs::read(&sheet).expect("read"), b"a spreadsheet");
+}
+
+#[test]
 fn plot_draws_the_book_into_a_png() {
     let dir = tempfile::tempdir().expect("tempdir");
     let png = dir.path().join("book.png");

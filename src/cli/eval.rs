@@ -76,6 +76,9 @@ fn resolver(args: &EvalArgs, file_defs: &[AlphaDef]) -> Result<AlphaSet> {
 }
 
 pub fn run(args: EvalArgs, cfg: &Config) -> Result<i32> {
+    if let Some(out) = &args.dump {
+        super::table::FileFormat::of(out)?;
+    }
     let file_defs = match &args.file {
         Some(f) => seeds::load(f)?,
         None => Vec::new(),
@@ -396,13 +399,5 @@ fn dump(data: &MarketData, signal: &Panel, start: usize, end: usize, out: &Path)
         Column::new("symbol".into(), syms),
         Column::new("value".into(), vals),
     ])?;
-    let f = std::fs::File::create(out).with_context(|| format!("cannot create {}", out.display()))?;
-    match out.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase().as_str() {
-        "csv" => CsvWriter::new(f).finish(&mut df)?,
-        "parquet" | "pq" => {
-            ParquetWriter::new(f).finish(&mut df)?;
-        }
-        other => bail!("{}: cannot write '.{other}' files; use .parquet or .csv", out.display()),
-    }
-    Ok(())
+    super::table::write_table(&mut df, out)
 }

@@ -44,3 +44,37 @@ pub fn num(v: f64) -> String {
         "-".into()
     }
 }
+
+/// Tables written to a file, in the format its extension names (`.csv`, `.parquet`).
+pub enum FileFormat {
+    Csv,
+    Parquet,
+}
+
+impl FileFormat {
+    /// The format `out` names. Checked before any work, so that a wrong name fails at once
+    /// and never truncates a file of that name (say, a spreadsheet) before failing.
+    pub fn of(out: &std::path::Path) -> anyhow::Result<FileFormat> {
+        match out.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase().as_str() {
+            "csv" => Ok(FileFormat::Csv),
+            "parquet" | "pq" => Ok(FileFormat::Parquet),
+            other => anyhow::bail!("{}: cannot write '.{other}' files; use .parquet or .csv", out.display()),
+        }
+    }
+}
+
+/// Writes `df` to `out` in the format its extension names; the file is created only once
+/// the name is known good.
+pub fn write_table(df: &mut polars::prelude::DataFrame, out: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use polars::prelude::{CsvWriter, ParquetWriter, SerWriter};
+    let format = FileFormat::of(out)?;
+    let f = std::fs::File::create(out).with_context(|| format!("cannot create {}", out.display()))?;
+    match format {
+        FileFormat::Csv => CsvWriter::new(f).finish(df)?,
+        FileFormat::Parquet => {
+            ParquetWriter::new(f).finish(df)?;
+        }
+    }
+    Ok(())
+}

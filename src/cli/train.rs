@@ -353,6 +353,9 @@ fn write_curve(dir: &Path, rows: &[(usize, TrainResult)], json: bool) -> Result<
 }
 
 pub fn run_predict(args: PredictArgs, cfg: &Config) -> Result<i32> {
+    if let Some(out) = &args.out {
+        super::table::FileFormat::of(out)?;
+    }
     let m = model::SavedModel::load(&args.model)?;
     let data = load_data(&args.data, cfg, args.json)?;
     if m.data_fingerprint != data.fingerprint() {
@@ -380,14 +383,7 @@ pub fn run_predict(args: PredictArgs, cfg: &Config) -> Result<i32> {
                 Column::new("score".into(), scores.iter().map(|s| s.1).collect::<Vec<_>>()),
             ],
         )?;
-        let f = std::fs::File::create(out).with_context(|| format!("cannot write {}", out.display()))?;
-        match out.extension().and_then(|e| e.to_str()) {
-            Some("parquet") => {
-                ParquetWriter::new(f).finish(&mut df)?;
-            }
-            Some("csv") => CsvWriter::new(f).finish(&mut df)?,
-            _ => bail!("{}: --out must end in .parquet or .csv", out.display()),
-        }
+        super::table::write_table(&mut df, out)?;
     }
     if args.json {
         let v: Vec<serde_json::Value> = scores.iter().map(|(s, x)| serde_json::json!({"symbol": s, "score": x})).collect();
