@@ -144,7 +144,7 @@ fn dump_writes_the_signal_in_long_format() {
 }
 
 #[test]
-fn a_dump_to_an_unknown_format_fails_first_and_leaves_the_file_alone() {
+fn a_dump_or_plot_to_an_unknown_format_fails_first_and_leaves_the_file_alone() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sheet = dir.path().join("results.xlsx");
     std::fs::write(&sheet, b"a spreadsheet").expect("write");
@@ -157,6 +157,11 @@ fn a_dump_to_an_unknown_format_fails_first_and_leaves_the_file_alone() {
     let (code, _, err) = run(&["predict", "--model", "/no/such/model.json", "--out", &s]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("cannot write '.xlsx' files"), "{err}");
+    assert_eq!(std::fs::read(&sheet).expect("read"), b"a spreadsheet");
+    // A plot is a PNG: another name fails before the evaluation, with a plain message.
+    let (code, out, err) = run(&["eval", "--data", &sample_arg(), "--plot", &s, "rank(volume)"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("plots are written as PNG; give a file name ending in .png") && out.is_empty(), "{err}");
     assert_eq!(std::fs::read(&sheet).expect("read"), b"a spreadsheet");
 }
 

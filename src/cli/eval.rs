@@ -79,6 +79,9 @@ pub fn run(args: EvalArgs, cfg: &Config) -> Result<i32> {
     if let Some(out) = &args.dump {
         super::table::FileFormat::of(out)?;
     }
+    if let Some(png) = &args.plot {
+        crate::model::plot::check_png(png).map_err(anyhow::Error::msg)?;
+    }
     let file_defs = match &args.file {
         Some(f) => seeds::load(f)?,
         None => Vec::new(),

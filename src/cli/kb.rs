@@ -320,6 +320,9 @@ fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataA
 
 /// See [`KbCmd::Holdout`].
 fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::Path>, cfg: &Config, json: bool) -> Result<()> {
+    if let Some(png) = plot {
+        crate::model::plot::check_png(png).map_err(anyhow::Error::msg)?;
+    }
     let recs = kb.top("rank_ic", "valid", n.unwrap_or(usize::MAX), &Filter::new().is("status", "accepted"))?;
     if recs.is_empty() {
         bail!("the knowledge base {} has no accepted alphas with a valid Rank IC; run `alphaloop mine` first", kb.location());

@@ -489,6 +489,9 @@ pub fn runs(cmd: Option<RunsCmd>, json: bool) -> Result<i32> {
             }
         }
         RunsCmd::Show { id, plot } => {
+            if let Some(png) = &plot {
+                crate::model::plot::check_png(png).map_err(anyhow::Error::msg)?;
+            }
             let p = dir.join(&id).join("log.jsonl");
             if !p.exists() {
                 bail!("no run '{id}' in {}", dir.display());

@@ -54,8 +54,18 @@ impl Series {
 /// Series with more points than this are drawn without a marker per point.
 const MAX_MARKED: usize = 100;
 
+/// Fails unless `path` names a PNG file, the one format plots are written in. Commands
+/// call it before their work, so that a misnamed plot does not fail only at the end.
+pub fn check_png(path: &Path) -> Result<(), String> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some(e) if e.eq_ignore_ascii_case("png") => Ok(()),
+        _ => Err(format!("{}: plots are written as PNG; give a file name ending in .png", path.display())),
+    }
+}
+
 /// Draws lines against a shared x axis into a PNG.
 pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Result<(), String> {
+    check_png(path)?;
     let has_font = font();
     let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
