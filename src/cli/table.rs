@@ -1,4 +1,5 @@
-//! Plain aligned text tables for terminal output.
+//! Tables: plain aligned text for the terminal, and CSV or Parquet files (the format by
+//! the file name's extension).
 
 /// Formats rows as a left-aligned first column and right-aligned others.
 pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
