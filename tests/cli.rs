@@ -51,7 +51,7 @@ fn label_horizon_and_gap_are_settings() {
     // A 5-day reversal signal scored from the same close (gap 0) sees its own last day.
     let (same_close, two_days) = (ic(&["--gap", "0"]), ic(&["--gap", "2"]));
     assert!(same_close != base && two_days != base && same_close != two_days, "{same_close} {base} {two_days}");
-    for (flag, value) in [("--horizon", "0"), ("--gap", "251"), ("--gap", "-1")] {
+    for (flag, value) in [("--horizon", "0"), ("--gap", "251"), ("--gap", "-1"), ("--cost-bps", "-5"), ("--cost-bps", "nan")] {
         let (code, _, err) = run(&["eval", "--data", &data, flag, value, "close"]);
         assert_eq!(code, 2, "{flag} {value}: {err}");
         assert!(err.contains(flag), "{flag} {value}: {err}");
@@ -251,6 +251,7 @@ fn a_bad_config_names_the_file_and_the_setting() {
         ("retry_minute = 5\n", "unknown field `retry_minute`"),
         ("retry_minutes = -1\n", "retry_minutes = -1; give a number of minutes, 0 or more"),
         ("retry_minutes = \"x\"\n", "invalid type: string \"x\""),
+        ("cost_bps = -5.0\n", "cost_bps = -5; give a cost in basis points, 0 or more"),
     ] {
         let cfg = dir.path().join("alphaloop.toml");
         std::fs::write(&cfg, text).expect("write config");

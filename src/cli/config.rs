@@ -65,6 +65,9 @@ impl Config {
         if let Some(m) = cfg.retry_minutes.filter(|m| !(m.is_finite() && *m >= 0.0)) {
             bail!("{}: invalid config: retry_minutes = {m}; give a number of minutes, 0 or more", path.display());
         }
+        if let Some(c) = cfg.cost_bps.filter(|c| !(c.is_finite() && *c >= 0.0)) {
+            bail!("{}: invalid config: cost_bps = {c}; give a cost in basis points, 0 or more", path.display());
+        }
         Ok(cfg)
     }
 }

@@ -39,8 +39,8 @@ pub struct EvalArgs {
     /// Scored dates: train, valid, test, all, or START:END (YYYY-MM-DD, either side may be empty).
     #[arg(long, default_value = "valid")]
     pub period: Period,
-    /// Cost per unit of turnover in basis points (default 5, or the config's).
-    #[arg(long)]
+    /// Cost per unit of turnover in basis points, 0 or more (default 5, or the config's).
+    #[arg(long, value_parser = cost_bps)]
     pub cost_bps: Option<f64>,
     /// Label horizon h in days: the label is the return from close(t + gap) to
     /// close(t + gap + h).
@@ -63,6 +63,15 @@ pub struct EvalArgs {
     /// Print JSON (an object, or an array with `id` for --file).
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--cost-bps`: a cost, so 0 or more (a negative one would pay the book for trading).
+fn cost_bps(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(c) if c.is_finite() && c >= 0.0 => Ok(c),
+        Ok(_) => Err("give a cost in basis points, 0 or more".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// The alphas `alpha:ID` can refer to.
