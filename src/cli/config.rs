@@ -65,11 +65,17 @@ impl Config {
         if let Some(m) = cfg.retry_minutes.filter(|m| !(m.is_finite() && *m >= 0.0)) {
             bail!("{}: invalid config: retry_minutes = {m}; give a number of minutes, 0 or more", path.display());
         }
-        if let Some(c) = cfg.cost_bps.filter(|c| !(c.is_finite() && *c >= 0.0)) {
-            bail!("{}: invalid config: cost_bps = {c}; give a cost in basis points, 0 or more", path.display());
+        if let Some(c) = cfg.cost_bps {
+            cost_bps(c).map_err(|e| anyhow::anyhow!("{}: invalid config: cost_bps = {c}; {e}", path.display()))?;
         }
         Ok(cfg)
     }
+}
+
+/// A cost per unit of turnover in basis points, from the config or `--cost-bps`: finite
+/// and 0 or more (a negative one would pay the book for trading).
+pub fn cost_bps(c: f64) -> Result<f64, String> {
+    if c.is_finite() && c >= 0.0 { Ok(c) } else { Err("give a cost in basis points, 0 or more".into()) }
 }
 
 /// The OpenAI-compatible endpoint an `openai:MODEL` model or embedder talks to (`url`

@@ -65,13 +65,9 @@ pub struct EvalArgs {
     pub json: bool,
 }
 
-/// `--cost-bps`: a cost, so 0 or more (a negative one would pay the book for trading).
+/// `--cost-bps`, held to the config's rule ([`super::config::cost_bps`]).
 fn cost_bps(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(c) if c.is_finite() && c >= 0.0 => Ok(c),
-        Ok(_) => Err("give a cost in basis points, 0 or more".into()),
-        Err(e) => Err(e.to_string()),
-    }
+    s.parse::<f64>().map_err(|e| e.to_string()).and_then(super::config::cost_bps)
 }
 
 /// The alphas `alpha:ID` can refer to.

@@ -161,13 +161,12 @@ fn status_filter(status: &str, family: Option<&str>) -> Result<Filter> {
 /// table after a misspelt family would read as "no such alphas".
 fn known_family(kb: &Kb, family: Option<&str>) -> Result<()> {
     let Some(fam) = family else { return Ok(()) };
-    let mut known: Vec<String> = kb.records(&Filter::new())?.into_iter().map(|r| r.family).collect();
-    known.sort();
-    known.dedup();
-    if known.iter().any(|f| f == fam) {
+    let known = kb.stats()?.by_family;
+    if known.contains_key(fam) {
         return Ok(());
     }
-    bail!("no record of family '{fam}' in {}; its families: {}", kb.location(), if known.is_empty() { "none (the KB is empty)".to_string() } else { known.join(", ") })
+    let list: Vec<&str> = known.keys().map(String::as_str).collect();
+    bail!("no record of family '{fam}' in {}; its families: {}", kb.location(), if list.is_empty() { "none (the KB is empty)".to_string() } else { list.join(", ") })
 }
 
 pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
