@@ -27,6 +27,23 @@ fn eval_json_has_the_documented_keys() {
     assert!(v["coverage"].as_f64().is_some_and(|c| c > 0.99));
 }
 
+/// A signal with no scored date gets a line saying why, not only a table of dashes.
+#[test]
+fn a_signal_without_scored_dates_is_explained() {
+    let data = sample_arg();
+    let (code, out, err) = run(&["eval", "--data", &data, "--period", "all", "close / 0"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("note   no date was scored: the signal is never finite where the label is"), "{out}");
+    assert!(out.contains("lowest to highest signal: -  -  -  -  -"), "{out}");
+    let (code, out, err) = run(&["eval", "--data", &data, "--period", "all", "rank(close > 0)"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("no date had 20 stocks with a finite signal and label over which the signal varied"), "{out}");
+    let (_, out, _) = run(&["eval", "--data", &data, "--period", "all", "close ^ close ^ close"]);
+    assert!(out.contains("no date was scored: the signal is finite for fewer than one labelled stock a date (coverage 0.00"), "{out}");
+    let (_, out, _) = run(&["eval", "--data", &data, "--period", "all", "rank(close)"]);
+    assert!(!out.contains("no date was scored") && !out.contains("NaN"), "{out}");
+}
+
 #[test]
 fn eval_reports_expression_errors_with_a_caret() {
     let (code, _, err) = run(&["eval", "--data", &sample_arg(), "--period", "all", "rank(delta(clsoe, 5))"]);

@@ -38,7 +38,9 @@ fn errors_name_the_position_and_suggest() {
     assert_eq!(e.pos, 16);
     assert!(e.msg.contains("positive number of days"), "{e}");
     let e = err("ts_mean(close, 5000)");
-    assert!(e.msg.contains("longer than the data (1006 dates, 2015-01-02 to 2018-12-31)"), "{e}");
+    assert!(e.msg.contains("of 5000 days is longer than the data (1006 dates, 2015-01-02 to 2018-12-31)"), "{e}");
+    let e = err("ts_mean(close, 1e300)");
+    assert!(e.msg.contains("of 1e300 days is longer"), "{e}");
     let e = err("ts_mean(close, volume)");
     assert!(e.msg.contains("must be a constant"), "{e}");
     let e = err("correlation(close, 5)");

@@ -274,8 +274,33 @@ fn print_metrics(expr: &str, m: &Metrics, prep: &crate::backtest::Prepared) {
     .chain(std::iter::once(vec!["n_days".into(), m.n_days.to_string()]))
     .collect();
     println!("{}", render(&["metric", "value"], &rows));
-    let q: Vec<String> = m.quintile_returns.iter().map(|v| format!("{:+.2}bp", v * 1e4)).collect();
+    let q: Vec<String> = m.quintile_returns.iter().map(|v| if v.is_finite() { format!("{:+.2}bp", v * 1e4) } else { "-".into() }).collect();
     println!("quintile mean label, lowest to highest signal: {}", q.join("  "));
+    if m.n_days == 0 {
+        println!("note   {}", no_days(m, prep.data.n_assets(), prep.scorer.config().min_stocks));
+    }
+}
+
+/// Why a signal has no scored date, so that a table of dashes is not left unexplained.
+/// (A date is scored with `min_stocks` stocks whose signal and label are finite and over
+/// which the signal varies; the averages below say which of those failed.)
+fn no_days(m: &Metrics, n_assets: usize, min_stocks: usize) -> String {
+    let per_date = m.coverage * n_assets as f64;
+    if !(m.coverage > 0.0) {
+        "no date was scored: the signal is never finite where the label is (a division by zero, a window the period cannot fill, ...)".into()
+    } else if per_date < min_stocks as f64 {
+        let few = match per_date.round() {
+            _ if per_date < 1.0 => "fewer than one labelled stock".to_string(),
+            1.0 => "about one labelled stock".to_string(),
+            n => format!("about {n} labelled stocks"),
+        };
+        format!("no date was scored: the signal is finite for {few} a date (coverage {}), and a date needs {min_stocks}", num(m.coverage))
+    } else {
+        format!(
+            "no date was scored: no date had {min_stocks} stocks with a finite signal and label over which the signal varied (a constant signal, e.g. a comparison that always holds, ranks nothing; distinctness {})",
+            num(m.distinctness)
+        )
+    }
 }
 
 /// One row of a batch result.

@@ -194,10 +194,12 @@ impl<'a> Compiler<'a> {
         }
         let w = d.floor();
         if w > self.schema.n_dates as f64 {
+            // 1e300 written out is 301 digits; past what a day count can be, the exponent.
+            let days = if w < 1e9 { format!("{w}") } else { format!("{w:e}") };
             return Err(ExprError::at(
                 text,
                 span,
-                format!("{what} of {w} days is longer than the data ({} dates, {})", self.schema.n_dates, self.schema.span),
+                format!("{what} of {days} days is longer than the data ({} dates, {})", self.schema.n_dates, self.schema.span),
             ));
         }
         Ok(w as usize)
