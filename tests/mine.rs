@@ -290,6 +290,26 @@ fn the_python_writer_runs_factor_classes_in_the_sandbox() {
     assert!(replies.contains("Factor"), "the writer was asked for a factor class");
 }
 
+/// A run that fails before it starts (a mistyped path, a model that will not open) leaves
+/// no empty run directory behind for `alphaloop runs` to list; a resumed run keeps its own.
+#[test]
+fn a_run_that_cannot_start_leaves_no_run_behind() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = config(dir.path(), &common::shared("data/sp500_sample.parquet"));
+    let runs = dir.path().join("runs");
+    let out = mine(&cfg, &runs, &["--ideas", "1", "--run-id", "ideas", "--idea-file", "/nonexistent/ideas.toml"]).output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("idea file /nonexistent/ideas.toml: "), "{err}");
+    let out = mine(&cfg, &runs, &["--ideas", "1", "--run-id", "model", "--model", "/nonexistent.gguf"]).output().expect("runs");
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("/nonexistent.gguf"));
+    assert!(!runs.join("ideas").exists() && !runs.join("model").exists());
+    std::fs::create_dir_all(runs.join("old")).expect("mkdir");
+    std::fs::write(runs.join("old/log.jsonl"), "").expect("log");
+    let out = mine(&cfg, &runs, &["--resume", "old", "--model", "/nonexistent.gguf"]).output().expect("runs");
+    assert!(!out.status.success());
+    assert!(runs.join("old/log.jsonl").exists(), "a resumed run's directory is never removed");
+}
+
 /// `writer_fields`: data columns beyond the standard ones reach the expression writer's
 /// prompt and grammar; a name that is not a field stops the run before any model call.
 #[test]

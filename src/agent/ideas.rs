@@ -31,7 +31,7 @@ struct IdeaFile {
 }
 
 pub fn load(path: &Path) -> Result<Vec<Idea>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("idea file {}: {e}", path.display()))?;
     let f: IdeaFile = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut seen = std::collections::HashSet::new();
     for (i, idea) in f.idea.iter().enumerate() {

@@ -162,6 +162,18 @@ fn open_llm(args: &MineArgs, cfg: &Config, run_dir: &Path) -> Result<Box<dyn Lan
     Ok(Box::new(CachedModel::open(Some(inner), &name, &path, mode)?))
 }
 
+/// A run directory this command made, removed again (on drop) if the set-up fails before
+/// the run starts; cleared (`.0 = None`) once it has.
+struct UnstartedRun<'p>(Option<&'p Path>);
+
+impl Drop for UnstartedRun<'_> {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0 {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
 fn read_log(path: &Path) -> Result<Vec<Outcome>> {
     if !path.exists() {
         return Ok(Vec::new());
@@ -186,7 +198,6 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     if args.resume.is_none() && run_dir.join("log.jsonl").exists() {
         bail!("run '{run_id}' already exists in {}: use --resume {run_id}", runs_dir().display());
     }
-    std::fs::create_dir_all(&run_dir).with_context(|| format!("cannot create {}", run_dir.display()))?;
     let log_path = run_dir.join("log.jsonl");
     let done = read_log(&log_path)?;
 
@@ -209,19 +220,25 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
         "gp" => (true, false),
         w => bail!("unknown --writer '{w}': llm, python or gp"),
     };
-    let llm: Box<dyn LanguageModel> = if gp { Box::new(NoModel) } else { open_llm(&args, cfg, &run_dir)? };
     let constrained = args.llm == "local";
     let price = cfg.prices.get(&args.llm).copied().unwrap_or_default();
     if args.budget_usd.is_some() && price.prompt == 0.0 && price.completion == 0.0 && !gp && args.llm != "local" {
         bail!("--budget-usd needs a price for '{}': add [prices.\"{}\"] prompt = ..., completion = ... (USD per million tokens) to the config", args.llm, args.llm);
     }
+    let templates = Templates::load(&Templates::default_dir())?;
+    let idea_file = args.idea_file.clone().unwrap_or_else(|| crate::checkout_dir().unwrap_or_default().join("alpha_kb/ideas.toml"));
+    let library = ideas::load(&idea_file).map_err(anyhow::Error::msg)?;
+    // The run directory is made only once every input has been read, and removed again if
+    // the model cannot be opened: a mistyped path or setting leaves no empty run behind.
+    let mut unstarted = UnstartedRun((!run_dir.exists()).then_some(run_dir.as_path()));
+    std::fs::create_dir_all(&run_dir).with_context(|| format!("cannot create {}", run_dir.display()))?;
+    let llm: Box<dyn LanguageModel> = if gp { Box::new(NoModel) } else { open_llm(&args, cfg, &run_dir)? };
     let extra_fields = cfg.writer_fields.clone();
     let mcfg = MineConfig { no_inner_loop: args.no_inner_loop, no_kb: args.no_kb, price, generation_size: args.generation_size.max(1), python, extra_fields, ..MineConfig::default() };
     let summaries_path = run_dir.join("summaries.jsonl");
-    let miner = Miner::new(llm.as_ref(), &kb, &view, sample, mcfg.clone(), Templates::load(&Templates::default_dir())?, run_id.clone(), constrained)?;
+    let miner = Miner::new(llm.as_ref(), &kb, &view, sample, mcfg.clone(), templates, run_id.clone(), constrained)?;
+    unstarted.0 = None;
 
-    let idea_file = args.idea_file.clone().unwrap_or_else(|| crate::checkout_dir().unwrap_or_default().join("alpha_kb/ideas.toml"));
-    let library = ideas::load(&idea_file).map_err(anyhow::Error::msg)?;
     let mut bandit = ideas::Bandit::new(&library);
     // Ideas the LLM generated earlier in this run (a resumed run keeps them).
     let ideas_path = run_dir.join("ideas.jsonl");
