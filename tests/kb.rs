@@ -267,7 +267,11 @@ fn kb_cli_end_to_end() {
     let cfg = common::sample_config(dir.path(), &shared("data/sp500_sample.parquet"), None);
     let run = |args: &[&str]| common::kb_cli(&cfg, &store, args);
     let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml");
-    run(&["import", seeds.to_str().expect("utf8")]);
+    let imported = run(&["import", seeds.to_str().expect("utf8")]);
+    assert!(imported.contains("1 of them could not be evaluated (stored with status error):\n  alpha101_056: field 'cap'"), "{imported}");
+    let missing = bin().arg("--config").arg(&cfg).args(["kb", "--kb"]).arg(&store).args(["import", "/nonexistent/kb.json"]).output().expect("runs");
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(err.matches("No such file").count(), 1, "the reason once: {err}");
     let stats: serde_json::Value = serde_json::from_str(&run(&["--json", "stats"])).expect("json");
     assert_eq!(stats["total"], 101);
     assert_eq!(stats["by_status"]["error"], 1, "only alpha 056 (cap) fails");

@@ -299,6 +299,15 @@ fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataA
         io::read_json_export(file)?.into_iter().map(|r| (r, None)).collect()
     };
     let total = items.len();
+    // Those that failed are stored too (with their error, so a fixed version is a new
+    // attempt, not a repeat), but a count of records alone would hide them.
+    let failed: Vec<String> = items
+        .iter()
+        .filter_map(|(r, _)| match &r.status {
+            Status::Error { message } => Some(format!("{}: {message}", r.id)),
+            _ => None,
+        })
+        .collect();
     let pb = super::progress(total as u64, json, "storing");
     let n = io::store_all(kb, items, |recs| {
         pb.inc(recs.len() as u64);
@@ -313,6 +322,12 @@ fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataA
     kb.optimize()?;
     if !json {
         println!("imported {n} records from {} into {}", file.display(), kb.location());
+        if !failed.is_empty() {
+            println!("\n{} of them could not be evaluated (stored with status error):", failed.len());
+            for f in &failed {
+                println!("  {f}");
+            }
+        }
     }
     Ok(())
 }

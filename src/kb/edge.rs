@@ -45,7 +45,7 @@ fn engine(dir: &Path, e: impl std::fmt::Display) -> KbError {
 
 /// Takes the store's exclusive lock, or says who holds it.
 fn lock(dir: &Path) -> Result<File, KbError> {
-    std::fs::create_dir_all(dir).map_err(|e| KbError::Io { path: dir.to_path_buf(), source: e })?;
+    std::fs::create_dir_all(dir).map_err(|e| KbError::Io { path: dir.to_path_buf(), err: e })?;
     let path = dir.join(LOCK_FILE);
     let mut f = std::fs::OpenOptions::new()
         .read(true)
@@ -53,7 +53,7 @@ fn lock(dir: &Path) -> Result<File, KbError> {
         .create(true)
         .truncate(false)
         .open(&path)
-        .map_err(|e| KbError::Io { path: path.clone(), source: e })?;
+        .map_err(|e| KbError::Io { path: path.clone(), err: e })?;
     // A lock just released can look held for a moment: a process that another thread
     // of this one is spawning holds copies of every descriptor between its fork and its
     // exec (close-on-exec closes them only then), and with them the lock. So a refusal is

@@ -127,7 +127,7 @@ pub fn store_all(
 
 /// Reads an export written by `kb export --format json` (an array of records).
 pub fn read_json_export(path: &Path) -> Result<Vec<AlphaRecord>, KbError> {
-    let text = std::fs::read_to_string(path).map_err(|e| KbError::Io { path: path.to_path_buf(), source: e })?;
+    let text = std::fs::read_to_string(path).map_err(|e| KbError::Io { path: path.to_path_buf(), err: e })?;
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| KbError::Invalid(format!("{}: not JSON: {e}", path.display())))?;
     let arr = v
@@ -215,7 +215,7 @@ pub fn write_export(records: &[AlphaRecord], format: Format, path: &Path) -> Res
         }
     }
     let mut df = DataFrame::new(records.len(), cols).map_err(|e| KbError::Invalid(e.to_string()))?;
-    let f = std::fs::File::create(path).map_err(|e| KbError::Io { path: path.to_path_buf(), source: e })?;
+    let f = std::fs::File::create(path).map_err(|e| KbError::Io { path: path.to_path_buf(), err: e })?;
     let res = match format {
         Format::Csv => CsvWriter::new(f).finish(&mut df).map(|_| ()),
         Format::Parquet => ParquetWriter::new(f).finish(&mut df).map(|_| ()),

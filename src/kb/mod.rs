@@ -35,8 +35,9 @@ use store::{Doc, Point, BEHAVIOUR, CODE, IDEA};
 pub enum KbError {
     #[error("knowledge base {path} is in use by another alphaloop process ({holder}); wait for it to finish, or use a Qdrant server (--kb qdrant://host:port/collection) for several miners")]
     InUse { path: PathBuf, holder: String },
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    // `err`, not `source`: the message already carries it, and a source would print twice.
+    #[error("{path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
     #[error("knowledge base {location}: {msg}")]
     Engine { location: String, msg: String },
     #[error("knowledge base {location} was created with vectors of {found:?}, but the embedder gives {wanted:?}; use the same embedding model or another --kb")]

@@ -28,7 +28,7 @@ pub enum ModelError {
     Xgb(String),
     #[error("feature '{id}' ({code}): {msg}")]
     Feature { id: String, code: String, msg: String },
-    #[error("{0}")]
+    #[error(transparent)]
     Data(#[from] crate::data::DataError),
     #[error("{path}: {msg}")]
     File { path: String, msg: String },

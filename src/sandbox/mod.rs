@@ -52,8 +52,8 @@ impl Verdict {
 /// Failures of the sandbox itself (not of the program it runs).
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
-    #[error("sandbox: {path}: {source}")]
-    Io { path: std::path::PathBuf, source: std::io::Error },
+    #[error("sandbox: {path}: {err}")]
+    Io { path: std::path::PathBuf, err: std::io::Error },
     #[error("sandbox worker {exe}: {msg}")]
     Worker { exe: std::path::PathBuf, msg: String },
 }

@@ -70,7 +70,7 @@ pub struct PySandbox {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
-    move |source| SandboxError::Io { path: path.to_path_buf(), source }
+    move |err| SandboxError::Io { path: path.to_path_buf(), err }
 }
 
 impl PySandbox {
