@@ -100,9 +100,10 @@ fn openai_without_a_key_fails_before_any_work() {
     // The same for the KB's embedder named in a config.
     let cfg = dir.path().join("alphaloop.toml");
     std::fs::write(&cfg, "embedder = \"openai:text-embedding-3-small\"\n").expect("write config");
-    let (code, err) = no_key(&["--config", cfg.to_str().expect("utf8"), "kb", "--kb", kb.to_str().expect("utf8"), "stats"]);
+    let (code, err) = no_key(&["--config", cfg.to_str().expect("utf8"), "kb", "--kb", kb.to_str().expect("utf8"), "import", "alpha_kb/seeds/alpha101.toml"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("OPENAI_API_KEY is not set"), "{err}");
+    assert!(!kb.exists(), "no KB made");
 }
 
 #[test]

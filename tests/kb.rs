@@ -274,6 +274,16 @@ fn kb_cli_end_to_end() {
     assert_eq!(err.matches("No such file").count(), 1, "the reason once: {err}");
     let stats: serde_json::Value = serde_json::from_str(&run(&["--json", "stats"])).expect("json");
     assert_eq!(stats["total"], 101);
+    // A command that reads a KB, given a directory that holds none, says so and makes none.
+    let typo = dir.path().join("stroe");
+    for args in [&["stats"][..], &["top"], &["holdout"]] {
+        let out = bin().arg("--config").arg(&cfg).args(["kb", "--kb"]).arg(&typo).args(args).output().expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("no knowledge base at ") && err.contains("stroe"), "{args:?}: {err}");
+    }
+    let out = bin().arg("--config").arg(&cfg).args(["train", "--top", "5", "--kb"]).arg(&typo).output().expect("runs");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no knowledge base at "), "train");
+    assert!(!typo.exists());
     assert_eq!(stats["by_status"]["error"], 1, "only alpha 056 (cap) fails");
     // A plain list of formulas goes in beside them, one record per line, into its own store.
     let list = dir.path().join("ideas.txt");

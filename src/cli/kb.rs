@@ -123,11 +123,20 @@ pub enum KbCmd {
 }
 
 /// Opens the knowledge base named by the flag, the config or the default.
-pub fn open(flag: Option<&str>, cfg: &Config) -> Result<Kb> {
+///
+/// Only `create` (an import, a mining run) makes a new embedded store: a command that reads
+/// one given a mistyped directory would otherwise make an empty store there and report
+/// that it holds nothing.
+pub fn open(flag: Option<&str>, cfg: &Config, create: bool) -> Result<Kb> {
     let loc = match flag.or(cfg.kb.as_deref()) {
         Some(s) => s.parse::<Location>().map_err(anyhow::Error::msg)?,
         None => Location::default_dir(),
     };
+    if let Location::Dir(dir) = &loc {
+        if !create && !dir.exists() {
+            bail!("no knowledge base at {}: `alphaloop kb import FILE` or `alphaloop mine` makes one", dir.display());
+        }
+    }
     Ok(Kb::open_with(&loc, embedder(cfg)?, crate::llm::retry::Patience::from_minutes(cfg.retry_minutes))?)
 }
 
@@ -170,7 +179,7 @@ fn known_family(kb: &Kb, family: Option<&str>) -> Result<()> {
 }
 
 pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
-    let mut kb = open(args.kb.as_deref(), cfg)?;
+    let mut kb = open(args.kb.as_deref(), cfg, matches!(args.cmd, KbCmd::Import { .. }))?;
     let json = args.json;
     match args.cmd {
         KbCmd::Stats => {

@@ -212,7 +212,7 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
         }
     }
     drop(data);
-    let mut kb = super::kb::open(args.kb.as_deref(), cfg)?;
+    let mut kb = super::kb::open(args.kb.as_deref(), cfg, true)?;
     let sample = kb.behaviour_sample(&view.data, &splits)?;
     let (gp, python) = match args.writer.as_str() {
         "llm" => (false, false),

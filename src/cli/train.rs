@@ -186,7 +186,7 @@ pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
     let say = |s: &str| pb.set_message(s.to_string());
 
     if let Some(dir) = &args.curve {
-        let kb = super::kb::open(args.kb.as_deref(), cfg)?;
+        let kb = super::kb::open(args.kb.as_deref(), cfg, false)?;
         let recs = kb.records(&Filter::new().is("status", "accepted").is("kind", "expression"))?;
         let all: Vec<Feature> = recs.into_iter().map(|r| Feature { id: r.id, code: r.code }).collect();
         drop(kb);
@@ -205,7 +205,7 @@ pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
     let features = if args.seeds {
         seed_features(&data, &resolver)?
     } else {
-        let kb = super::kb::open(args.kb.as_deref(), cfg)?;
+        let kb = super::kb::open(args.kb.as_deref(), cfg, false)?;
         kb_features(&kb, &args)?
     };
     let res = model::train(&data, &splits, &features, &resolver, &tcfg, &mcfg, say)?;
