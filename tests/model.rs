@@ -59,6 +59,16 @@ fn trains_saves_reloads_and_predicts_identically() {
     assert_eq!(v.as_array().expect("array").len(), a.len());
     assert_eq!(v[0]["symbol"], a[0].0.as_str());
     assert!((v[0]["score"].as_f64().expect("score") - a[0].1).abs() < 1e-6);
+    // A day without trading names the trading days around it; a missing model is named.
+    let predict = |model: &std::path::Path, date: &str| {
+        let out = common::bin().arg("predict").arg("--model").arg(model).args(["--date", date, "--data"]).arg(common::shared("data/sp500_sample.parquet")).output().expect("runs");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = predict(&path, "2018-12-29");
+    assert!(err.contains("date 2018-12-29 is not a trading date of ") && err.contains(": the nearest are 2018-12-28 and 2018-12-31"), "{err}");
+    assert!(predict(&path, "2030-01-01").contains("the data ends on 2018-12-31"));
+    let err = predict(std::path::Path::new("/nonexistent/model.json"), "2018-12-28");
+    assert!(err.contains("/nonexistent/model.json: cannot read the model: No such file"), "{err}");
 }
 
 #[test]

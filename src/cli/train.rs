@@ -363,13 +363,14 @@ pub fn run_predict(args: PredictArgs, cfg: &Config) -> Result<i32> {
     }
     let t = match args.date {
         None => data.n_dates().checked_sub(1).context("the data has no dates")?,
-        Some(d) => data.dates.binary_search(&d).map_err(|_| {
-            anyhow::anyhow!(
-                "date {d} is not a trading date of {} ({} to {})",
-                data.source.display(),
-                data.dates.first().map(|d| d.to_string()).unwrap_or_default(),
-                data.dates.last().map(|d| d.to_string()).unwrap_or_default()
-            )
+        Some(d) => data.dates.binary_search(&d).map_err(|i| {
+            let near = match (i.checked_sub(1).map(|j| data.dates[j]), data.dates.get(i)) {
+                (Some(a), Some(b)) => format!("the nearest are {a} and {b}"),
+                (Some(a), None) => format!("the data ends on {a}"),
+                (None, Some(b)) => format!("the data starts on {b}"),
+                (None, None) => "the data has no dates".into(),
+            };
+            anyhow::anyhow!("date {d} is not a trading date of {}: {near}", data.source.display())
         })?,
     };
     let scores = m.predict(&data, t, &seeds::default_set()?)?;

@@ -627,7 +627,7 @@ impl SavedModel {
 
     pub fn load(path: &std::path::Path) -> Result<SavedModel, ModelError> {
         let f = |msg: String| ModelError::File { path: path.display().to_string(), msg };
-        let text = std::fs::read_to_string(path).map_err(|e| f(e.to_string()))?;
+        let text = std::fs::read_to_string(path).map_err(|e| f(format!("cannot read the model: {e}")))?;
         let m: SavedModel = serde_json::from_str(&text).map_err(|e| f(format!("not an alphaloop model: {e}")))?;
         if m.format != 1 {
             return Err(f(format!("model format {} is not supported by this alphaloop", m.format)));
