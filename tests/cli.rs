@@ -40,6 +40,8 @@ fn a_signal_without_scored_dates_is_explained() {
     assert!(out.contains("no date had 20 stocks with a finite signal and label over which the signal varied"), "{out}");
     let (_, out, _) = run(&["eval", "--data", &data, "--period", "all", "close ^ close ^ close"]);
     assert!(out.contains("no date was scored: the signal is finite for fewer than one labelled stock a date (coverage 0.00"), "{out}");
+    let (_, out, _) = run(&["eval", "--data", &data, "--period", "2016-01-02:2016-01-05", "rank(close)"]);
+    assert!(out.contains("no date was scored: no date of the period has a label (each needs the 2 trading days after it"), "{out}");
     let (_, out, _) = run(&["eval", "--data", &data, "--period", "all", "rank(close)"]);
     assert!(!out.contains("no date was scored") && !out.contains("NaN"), "{out}");
 }

@@ -277,16 +277,19 @@ fn print_metrics(expr: &str, m: &Metrics, prep: &crate::backtest::Prepared) {
     let q: Vec<String> = m.quintile_returns.iter().map(|v| if v.is_finite() { format!("{:+.2}bp", v * 1e4) } else { "-".into() }).collect();
     println!("quintile mean label, lowest to highest signal: {}", q.join("  "));
     if m.n_days == 0 {
-        println!("note   {}", no_days(m, prep.data.n_assets(), prep.scorer.config().min_stocks));
+        let c = prep.scorer.config();
+        println!("note   {}", no_days(m, prep.data.n_assets(), c.min_stocks, c.gap + c.horizon));
     }
 }
 
 /// Why a signal has no scored date, so that a table of dashes is not left unexplained.
 /// (A date is scored with `min_stocks` stocks whose signal and label are finite and over
 /// which the signal varies; the averages below say which of those failed.)
-fn no_days(m: &Metrics, n_assets: usize, min_stocks: usize) -> String {
+fn no_days(m: &Metrics, n_assets: usize, min_stocks: usize, label_days: usize) -> String {
     let per_date = m.coverage * n_assets as f64;
-    if !(m.coverage > 0.0) {
+    if m.coverage.is_nan() {
+        format!("no date was scored: no date of the period has a label (each needs the {label_days} trading days after it inside the period, where the data is cut); widen the period")
+    } else if !(m.coverage > 0.0) {
         "no date was scored: the signal is never finite where the label is (a division by zero, a window the period cannot fill, ...)".into()
     } else if per_date < min_stocks as f64 {
         let few = match per_date.round() {
