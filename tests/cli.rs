@@ -236,6 +236,38 @@ fn data_info_json() {
     assert_eq!(v["n_dates"], 1006);
     assert_eq!(v["first_date"], "2015-01-02");
     assert_eq!(v["groups"]["n_groups"], 11);
+    assert_eq!(v["suspect"], serde_json::json!([]), "the sample's prices pass every check");
+    // Values no price series has are loaded (the conventions drop nothing) and reported.
+    let dir = tempfile::tempdir().expect("tmp");
+    let csv = dir.path().join("odd.csv");
+    let rows = "date,symbol,open,high,low,close,adj_close,volume
+2015-01-02,AAA,10,11,9,10,10,100
+2015-01-02,BBB,20,21,19,20,20,-5
+2015-01-05,AAA,10,9,11,10,10,100
+2015-01-05,BBB,20,21,19,22,22,200
+2015-01-06,AAA,10,11,9,10,10,100
+2015-01-06,BBB,20,21,19,20,20,-7
+";
+    std::fs::write(&csv, rows).expect("write");
+    let (code, out, err) = run(&["data", "info", csv.to_str().expect("utf8"), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let checks: Vec<(&str, u64, &str, &str)> = v["suspect"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|c| (c["check"].as_str().unwrap_or(""), c["cells"].as_u64().unwrap_or(0), c["first"]["symbol"].as_str().unwrap_or(""), c["first"]["date"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        checks,
+        vec![
+            ("a negative volume", 2, "BBB", "2015-01-02"),
+            ("high below low", 1, "AAA", "2015-01-05"),
+            ("open or close outside low..high", 2, "AAA", "2015-01-05")
+        ]
+    );
+    let (_, text, _) = run(&["data", "info", csv.to_str().expect("utf8")]);
+    assert!(text.contains("suspect   2 (date, asset) cells with a negative volume, first BBB on 2015-01-02"), "{text}");
 }
 
 /// Every clone builds into the one target directory, and cargo does not rebuild for a

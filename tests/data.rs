@@ -53,6 +53,21 @@ fn unsorted_csv_gives_the_same_panels_as_sorted_parquet() {
     }
 }
 
+/// Spreadsheets in comma-decimal locales save CSV with semicolons; tab-separated exports
+/// are common too. The header line tells which; each loads as the comma CSV does.
+#[test]
+fn semicolon_and_tab_separated_files_load_like_commas() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rows = ["date,symbol,open,high,low,close,adj_close,volume", "2015-01-02,AAA,10,11,9,10.5,10.5,100", "2015-01-02,BBB,20,21,19,20,20,200", "2015-01-05,AAA,10,11,9,10,10,100", "2015-01-05,BBB,20,21,19,20.25,20.25,300"];
+    let comma = load(&write(dir.path(), "c.csv", &rows.join("\n")), &LoadOptions::default()).expect("comma");
+    for (name, sep) in [("s.csv", ";"), ("t.tsv", "\t")] {
+        let text = rows.iter().map(|r| r.replace(',', sep)).collect::<Vec<_>>().join("\n");
+        let d = load(&write(dir.path(), name, &text), &LoadOptions::default()).expect(name);
+        assert_eq!((&d.dates, &d.symbols), (&comma.dates, &comma.symbols), "{name}");
+        assert!(comma.fields.iter().all(|(k, p)| d.fields[k].as_ref() == p.as_ref()), "{name}");
+    }
+}
+
 #[test]
 fn datetime_date_columns_load_as_days() {
     let dir = tempfile::tempdir().expect("tempdir");

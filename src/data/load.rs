@@ -35,7 +35,8 @@ fn read_frame(path: &Path) -> Result<DataFrame, DataError> {
                 .map_err(|e| DataError::Read { path: path.to_path_buf(), msg: e.to_string() })?;
             ParquetReader::new(f).finish().map_err(read_err)
         }
-        "csv" => CsvReadOptions::default()
+        "csv" | "tsv" => CsvReadOptions::default()
+            .map_parse_options(|o| o.with_separator(separator(path)))
             .with_has_header(true)
             .with_infer_schema_length(Some(10_000))
             .try_into_reader_with_file_path(Some(path.to_path_buf()))
@@ -43,6 +44,17 @@ fn read_frame(path: &Path) -> Result<DataFrame, DataError> {
             .map_err(read_err),
         _ => Err(DataError::Format { path: path.to_path_buf() }),
     }
+}
+
+/// The CSV's field separator: a comma, unless the header line has none and has semicolons
+/// (spreadsheets in locales whose decimal mark is a comma) or tabs.
+fn separator(path: &Path) -> u8 {
+    use std::io::BufRead;
+    let mut header = String::new();
+    if let Ok(f) = std::fs::File::open(path) {
+        let _ = std::io::BufReader::new(f).read_line(&mut header);
+    }
+    [b',', b';', b'\t'].into_iter().find(|c| header.as_bytes().contains(c)).unwrap_or(b',')
 }
 
 /// Other names the standard columns go by in common exports (Yahoo Finance, vendor

@@ -25,7 +25,7 @@ pub enum DataError {
     NotFound(PathBuf),
     #[error("{path}: cannot read: {msg}")]
     Read { path: PathBuf, msg: String },
-    #[error("{path}: unsupported file type (expected .parquet or .csv)")]
+    #[error("{path}: unsupported file type (expected .parquet, .csv or .tsv)")]
     Format { path: PathBuf },
     #[error("{path}: missing column '{column}' (found: {found})")]
     MissingColumn { path: PathBuf, column: String, found: String },
