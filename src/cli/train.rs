@@ -136,9 +136,6 @@ fn kb_features(kb: &Kb, args: &TrainArgs) -> Result<Vec<Feature>> {
             })
             .collect();
     }
-    if args.split == "test" {
-        bail!("features are never chosen on the test split: use --split train or valid");
-    }
     let cands = kb.top(&args.by, &args.split, usize::MAX, &Filter::new().is("status", "accepted").is("kind", "expression"))?;
     let mut chosen: Vec<(Feature, Option<Vec<f32>>)> = Vec::new();
     for r in cands {
@@ -176,6 +173,10 @@ fn config(args: &TrainArgs) -> TrainConfig {
 }
 
 pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
+    // Checked first: it is the arguments' fault, whatever the data and the KB hold.
+    if args.split == "test" && !args.seeds && args.ids.is_empty() && args.curve.is_none() {
+        bail!("features are never chosen on the test split: use --split train or valid");
+    }
     let data = load_data(&args.data, cfg, args.json)?;
     let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &data);
     let mcfg = cfg.metrics();
