@@ -94,7 +94,6 @@ struct Suspect {
 fn suspect_cells(data: &crate::data::MarketData) -> Vec<Suspect> {
     let f = |name: &str| data.fields.get(name).map(|p| p.as_ref());
     let (open, high, low, close, volume) = (f("open"), f("high"), f("low"), f("close"), f("volume"));
-    let lt = |a: f64, b: f64| a < b;
     type Check<'a> = (&'static str, Box<dyn Fn(usize, usize) -> bool + 'a>);
     let mut checks: Vec<Check> = Vec::new();
     let prices: Vec<_> = [open, high, low, close].into_iter().flatten().collect();
@@ -103,11 +102,11 @@ fn suspect_cells(data: &crate::data::MarketData) -> Vec<Suspect> {
         checks.push(("a negative volume", Box::new(move |t, a| v.get(t, a) < 0.0)));
     }
     if let (Some(h), Some(l)) = (high, low) {
-        checks.push(("high below low", Box::new(move |t, a| lt(h.get(t, a), l.get(t, a)))));
+        checks.push(("high below low", Box::new(move |t, a| h.get(t, a) < l.get(t, a))));
         let inside = [open, close].into_iter().flatten().collect::<Vec<_>>();
         checks.push((
             "open or close outside low..high",
-            Box::new(move |t, a| inside.iter().any(|p| lt(p.get(t, a), l.get(t, a)) || lt(h.get(t, a), p.get(t, a)))),
+            Box::new(move |t, a| inside.iter().any(|p| p.get(t, a) < l.get(t, a) || h.get(t, a) < p.get(t, a))),
         ));
     }
     checks

@@ -229,7 +229,8 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     let idea_file = args.idea_file.clone().unwrap_or_else(|| crate::checkout_dir().unwrap_or_default().join("alpha_kb/ideas.toml"));
     let library = ideas::load(&idea_file).map_err(anyhow::Error::msg)?;
     // The run directory is made only once every input has been read, and removed again if
-    // the model cannot be opened: a mistyped path or setting leaves no empty run behind.
+    // the model or the writer cannot be set up: a mistyped path or setting leaves no empty
+    // run behind.
     let mut unstarted = UnstartedRun((!run_dir.exists()).then_some(run_dir.as_path()));
     std::fs::create_dir_all(&run_dir).with_context(|| format!("cannot create {}", run_dir.display()))?;
     let llm: Box<dyn LanguageModel> = if gp { Box::new(NoModel) } else { open_llm(&args, cfg, &run_dir)? };
