@@ -176,6 +176,17 @@ fn below(split: &str, rank_ic: Option<f64>, min: f64) -> String {
     }
 }
 
+/// The failure of a writer's reply of `used` tokens, saying so when the reply filled the
+/// limit: a small model that repeats itself runs into it, and the parse error alone
+/// ("found end of expression") does not tell it to write less.
+fn cut_off(error: String, used: u64, max_tokens: u32, python: bool) -> String {
+    if used < u64::from(max_tokens) {
+        return error;
+    }
+    let what = if python { "factor" } else { "expression" };
+    format!("the reply was cut off at the writer's limit of {max_tokens} tokens, so the {what} is incomplete ({error}); write a shorter {what}")
+}
+
 fn f4(x: f64) -> String {
     if x.is_finite() { format!("{x:.4}") } else { "n/a".into() }
 }
@@ -496,6 +507,7 @@ impl<'a> Miner<'a> {
             )?;
             let tw = Instant::now();
             let max_tokens = if self.cfg.python { 400 } else { 96 };
+            let before = tokens.1;
             let reply = self.ask(&self.writer_system, user, self.grammars.as_ref().and_then(|g| g.expr.as_ref()), max_tokens, (seq as u32) * 31 + round, &mut tokens)?;
             t.writer += tw.elapsed().as_secs_f64();
             let code = if self.cfg.python { extract_python(&reply) } else { extract_expression(&reply) };
@@ -503,6 +515,7 @@ impl<'a> Miner<'a> {
             let te = Instant::now();
             let mut cand = self.evaluate(&id, &code)?;
             t.eval += te.elapsed().as_secs_f64();
+            cand.error = cand.error.map(|e| cut_off(e, tokens.1 - before, max_tokens, self.cfg.python));
 
             let m = cand.metrics.get("train").cloned().unwrap_or_default();
             let rules = match &cand.error {
@@ -791,6 +804,9 @@ mod tests {
     fn a_rank_ic_below_the_bar_says_why() {
         // Unchanged for a defined Rank IC (recorded runs replay against prompts quoting it).
         assert_eq!(below("train", Some(0.0016), 0.002), "train Rank IC 0.0016 is below 0.002");
+        let e = "expected a value, found end of expression at 190".to_string();
+        assert_eq!(cut_off(e.clone(), 95, 96, false), e, "a reply inside the limit keeps its error");
+        assert_eq!(cut_off(e, 96, 96, false), "the reply was cut off at the writer's limit of 96 tokens, so the expression is incomplete (expected a value, found end of expression at 190); write a shorter expression");
         let undefined = below("valid", None, 0.0);
         assert!(undefined.starts_with("valid Rank IC is undefined: no date had enough stocks"), "{undefined}");
         assert!(!undefined.contains("n/a"), "{undefined}");
