@@ -352,6 +352,12 @@ fn kb_cli_end_to_end() {
     assert!(std::fs::metadata(&pq).expect("written").len() > 1000);
     let csv = run(&["export", "--format", "csv"]);
     assert_eq!(csv.lines().count(), 102);
+    // Without --format the file's name says which; a name that does not is refused.
+    let named = dir.path().join("named.csv");
+    run(&["export", "-o", named.to_str().expect("utf8")]);
+    assert_eq!(std::fs::read_to_string(&named).expect("written"), csv);
+    let err = fails(&["export", "-o", dir.path().join("kb.txt").to_str().expect("utf8")]);
+    assert!(err.contains("cannot tell the format of") && err.contains("--format"), "{err}");
     let js = dir.path().join("kb.json");
     run(&["export", "--format", "json", "-o", js.to_str().expect("utf8")]);
     // Another team's export into a fresh store.

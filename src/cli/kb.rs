@@ -79,9 +79,9 @@ pub enum KbCmd {
     },
     /// Write every record to a file (or stdout for json/csv without --out).
     Export {
-        /// The file format (parquet needs --out).
-        #[arg(long, value_enum, default_value = "json")]
-        format: Format,
+        /// The file format (default: the --out file's extension, else json; parquet needs --out).
+        #[arg(long, value_enum)]
+        format: Option<Format>,
         /// The file to write.
         #[arg(short, long)]
         out: Option<PathBuf>,
@@ -231,6 +231,17 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
             }
         }
         KbCmd::Export { format, out } => {
+            let format = match (format, &out) {
+                (Some(f), _) => f,
+                (None, None) => Format::Json,
+                // `-o kb.csv` alone wrote JSON into kb.csv: the name says what is wanted.
+                (None, Some(p)) => match p.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+                    Some("json") => Format::Json,
+                    Some("csv") => Format::Csv,
+                    Some("parquet" | "pq") => Format::Parquet,
+                    _ => bail!("cannot tell the format of {} from its name: end it in .json, .csv or .parquet, or pass --format", p.display()),
+                },
+            };
             let recs = kb.records(&Filter::new())?;
             match (&out, format) {
                 (Some(p), f) => {
