@@ -358,6 +358,8 @@ fn kb_cli_end_to_end() {
     assert_eq!(std::fs::read_to_string(&named).expect("written"), csv);
     let err = fails(&["export", "-o", dir.path().join("kb.txt").to_str().expect("utf8")]);
     assert!(err.contains("cannot tell the format of") && err.contains("--format"), "{err}");
+    let err = fails(&["import", named.to_str().expect("utf8")]);
+    assert!(err.contains("`kb import` reads a JSON export"), "{err}");
     let js = dir.path().join("kb.json");
     run(&["export", "--format", "json", "-o", js.to_str().expect("utf8")]);
     // Another team's export into a fresh store.

@@ -284,6 +284,10 @@ fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataA
     let program = match file.extension().and_then(|e| e.to_str()) {
         Some("py") => Some((Kind::Python, "python")),
         Some("wat") => Some((Kind::Wasm, "wasm")),
+        Some(e @ ("csv" | "parquet" | "pq")) => bail!(
+            "{}: `kb import` reads a JSON export (`kb export -o kb.json`); the {e} export is a flat table for other tools (no reviews or look-ahead verdicts)",
+            file.display()
+        ),
         Some("wasm") => bail!("{}: records keep their code as text; import the module's text form (.wat, e.g. from `wasm-tools print`)", file.display()),
         _ => None,
     };
