@@ -290,6 +290,33 @@ fn the_python_writer_runs_factor_classes_in_the_sandbox() {
     assert!(replies.contains("Factor"), "the writer was asked for a factor class");
 }
 
+/// `--resume` continues a run as it was started (its run.json): to the ideas it was given,
+/// with its writer; a setting given otherwise is refused, not mixed into the run.
+#[test]
+fn a_resumed_run_keeps_its_settings_and_its_target() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = config(dir.path(), &common::shared("data/sp500_sample.parquet"));
+    let runs = dir.path().join("runs");
+    let summary = |args: &[&str]| -> serde_json::Value {
+        let out = mine(&cfg, &runs, args).output().expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("json summary")
+    };
+    let first = summary(&["--writer", "gp", "--ideas", "4", "--run-id", "g", "--json"]);
+    assert_eq!(first["ideas"], 4);
+    let plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(runs.join("g/run.json")).expect("run.json")).expect("json");
+    assert_eq!((plan["writer"].as_str(), plan["ideas"].as_u64()), (Some("gp"), Some(4)));
+    // As if it had crashed after its first idea.
+    let log = runs.join("g/log.jsonl");
+    let kept = std::fs::read_to_string(&log).expect("log").lines().next().expect("a line").to_string();
+    std::fs::write(&log, format!("{kept}\n")).expect("log");
+    let resumed = summary(&["--resume", "g", "--json"]);
+    assert_eq!((resumed["ideas"].as_u64(), resumed["new_ideas"].as_u64()), (Some(4), Some(3)), "{resumed}");
+    let out = mine(&cfg, &runs, &["--resume", "g", "--writer", "llm"]).output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("run 'g' was mined with --writer gp --llm local; resume it with those settings"), "{err}");
+}
+
 /// A run that fails before it starts (a mistyped path, a model that will not open) leaves
 /// no empty run directory behind for `alphaloop runs` to list; a resumed run keeps its own.
 #[test]

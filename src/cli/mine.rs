@@ -15,16 +15,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(clap::Args, Debug)]
 pub struct MineArgs {
-    /// Number of ideas to mine (default 5 unless --hours is given).
+    /// Number of ideas to mine (default 5 unless --hours is given; with --resume, those the
+    /// run has left of its own --ideas, and this many more when given).
     #[arg(long)]
     pub ideas: Option<usize>,
-    /// Stop after this many hours.
+    /// Stop after this many hours (with --resume, the run's own hours less those it has
+    /// mined, unless given).
     #[arg(long)]
     pub hours: Option<f64>,
     /// `local` (embedded llama.cpp, default) or `openai:MODEL` (base URL from `llm_url` in the
     /// config or $OPENAI_BASE_URL, key from $OPENAI_API_KEY; `alphaloop serve` is one).
-    #[arg(long, default_value = "local")]
-    pub llm: String,
+    /// [default: local]
+    #[arg(long)]
+    pub llm: Option<String>,
     /// GGUF file for the local model (default: the Qwen2.5-Coder 0.5B set up by scripts/setup).
     #[arg(long)]
     pub model: Option<PathBuf>,
@@ -39,7 +42,8 @@ pub struct MineArgs {
     /// Seed of the genetic-programming writer's random draws (`--writer gp`)
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Continue a stopped or crashed run without redoing finished ideas.
+    /// Continue a stopped or crashed run without redoing finished ideas, with the writer,
+    /// model and ablations it was started with (kept in its run.json).
     #[arg(long)]
     pub resume: Option<String>,
     /// Name of a new run (default: run<unix time>).
@@ -50,9 +54,9 @@ pub struct MineArgs {
     pub replay: Option<PathBuf>,
     /// Who writes the alphas: `llm` (default: expressions), `python` (the LLM writes Python
     /// factor classes, run in the sandbox) or `gp`, the genetic-programming baseline that
-    /// needs no LLM (same evaluation budget per idea).
-    #[arg(long, default_value = "llm")]
-    pub writer: String,
+    /// needs no LLM (same evaluation budget per idea) [default: llm].
+    #[arg(long)]
+    pub writer: Option<String>,
     /// Ablation: one writer round per idea, no judge feedback loop.
     #[arg(long)]
     pub no_inner_loop: bool,
@@ -142,7 +146,7 @@ fn open_llm(args: &MineArgs, cfg: &Config, run_dir: &Path) -> Result<Box<dyn Lan
             .with_context(|| format!("{}: not a reply recording", p.display()))?;
         return Ok(Box::new(CachedModel::<Box<dyn LanguageModel>>::open(None, &name, p, Mode::Replay)?));
     }
-    let inner: Box<dyn LanguageModel> = match args.llm.as_str() {
+    let inner: Box<dyn LanguageModel> = match args.llm() {
         "local" => {
             let path = args.model.clone().unwrap_or_else(crate::llm::default_gguf);
             Box::new(LocalModel::load(&path, crate::llm::local::DEFAULT_CTX, args.llm_threads)?)
@@ -160,6 +164,79 @@ fn open_llm(args: &MineArgs, cfg: &Config, run_dir: &Path) -> Result<Box<dyn Lan
         None => (run_dir.join("replies.jsonl"), Mode::Record),
     };
     Ok(Box::new(CachedModel::open(Some(inner), &name, &path, mode)?))
+}
+
+impl MineArgs {
+    /// The model: `--llm`, a resumed run's own, else the local one.
+    pub fn llm(&self) -> &str {
+        self.llm.as_deref().unwrap_or("local")
+    }
+
+    /// The writer: `--writer`, a resumed run's own, else the LLM writing expressions.
+    pub fn writer(&self) -> &str {
+        self.writer.as_deref().unwrap_or("llm")
+    }
+}
+
+/// What a run was started with (`run.json` in its directory), so that `--resume` continues
+/// the same run: the same writer, model and ablations (a run that mixed them would be no
+/// arm of an ablation), up to the ideas or hours it was given.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug)]
+struct RunPlan {
+    /// The run's ideas in all (5 when neither this nor `hours` was given).
+    ideas: Option<usize>,
+    hours: Option<f64>,
+    writer: String,
+    llm: String,
+    no_inner_loop: bool,
+    no_kb: bool,
+    /// Wall time spent mining, over every session, as of the last idea finished.
+    #[serde(default)]
+    spent_seconds: f64,
+}
+
+impl RunPlan {
+    fn of(args: &MineArgs) -> RunPlan {
+        RunPlan {
+            ideas: args.ideas.or(if args.hours.is_none() { Some(5) } else { None }),
+            hours: args.hours,
+            writer: args.writer().to_string(),
+            llm: args.llm().to_string(),
+            no_inner_loop: args.no_inner_loop,
+            no_kb: args.no_kb,
+            spent_seconds: 0.0,
+        }
+    }
+
+    /// The settings that make a run what it is, as flags.
+    fn flags(&self) -> String {
+        let mut f = format!("--writer {} --llm {}", self.writer, self.llm);
+        if self.no_inner_loop {
+            f += " --no-inner-loop";
+        }
+        if self.no_kb {
+            f += " --no-kb";
+        }
+        f
+    }
+
+    fn read(dir: &Path) -> Result<Option<RunPlan>> {
+        let p = dir.join("run.json");
+        match std::fs::read_to_string(&p) {
+            Ok(text) => Ok(Some(serde_json::from_str(&text).with_context(|| format!("{}: not a run plan", p.display()))?)),
+            // Runs of earlier versions have none.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(anyhow::Error::new(e).context(format!("cannot read {}", p.display()))),
+        }
+    }
+
+    /// Written whole to a temporary file and renamed over the old one, so that a crash
+    /// leaves either plan, never half of one.
+    fn write(&self, dir: &Path) -> Result<()> {
+        let tmp = dir.join("run.json.tmp");
+        std::fs::write(&tmp, serde_json::to_string_pretty(self)?).with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, dir.join("run.json")).with_context(|| format!("cannot write {}", dir.join("run.json").display()))
+    }
 }
 
 /// A run directory this command made, removed again (on drop) if the set-up fails before
@@ -182,11 +259,7 @@ fn read_log(path: &Path) -> Result<Vec<Outcome>> {
     Ok(text.lines().filter_map(|l| serde_json::from_str::<Outcome>(l).ok()).collect())
 }
 
-pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
-    if args.llm.starts_with("openai:") && args.replay.is_none() && args.writer != "gp" {
-        // A missing key fails now, before a run directory is made and the data loaded.
-        super::config::openai_endpoint(cfg.llm_url.as_deref())?;
-    }
+pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
     let run_id = match &args.resume {
         Some(r) => r.clone(),
         None => args.run_id.clone().unwrap_or_else(|| format!("run{}", crate::kb::record::now())),
@@ -200,6 +273,35 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     }
     let log_path = run_dir.join("log.jsonl");
     let done = read_log(&log_path)?;
+    let saved = if args.resume.is_some() { RunPlan::read(&run_dir)? } else { None };
+    if let Some(p) = &saved {
+        // Settings not given take the run's own; one given otherwise is refused.
+        let asked = RunPlan {
+            llm: args.llm.clone().unwrap_or_else(|| p.llm.clone()),
+            writer: args.writer.clone().unwrap_or_else(|| p.writer.clone()),
+            no_inner_loop: args.no_inner_loop || p.no_inner_loop,
+            no_kb: args.no_kb || p.no_kb,
+            ..p.clone()
+        };
+        if asked.flags() != p.flags() && args.replay.is_none() {
+            bail!("run '{run_id}' was mined with {}; resume it with those settings (this command asks for {}), or start a new run", p.flags(), asked.flags());
+        }
+        (args.llm, args.writer) = (Some(p.llm.clone()), Some(p.writer.clone()));
+        (args.no_inner_loop, args.no_kb) = (p.no_inner_loop, p.no_kb);
+    }
+    if args.llm().starts_with("openai:") && args.replay.is_none() && args.writer() != "gp" {
+        // A missing key fails now, before a run directory is made and the data loaded.
+        super::config::openai_endpoint(cfg.llm_url.as_deref())?;
+    }
+    // A resumed run goes on to the ideas or hours it was started with, unless told otherwise.
+    let (ideas, hours) = match &saved {
+        Some(p) if args.ideas.is_none() && args.hours.is_none() => {
+            (p.ideas.map(|n| n.saturating_sub(done.len())), p.hours.map(|h| (h - p.spent_seconds / 3600.0).max(0.0)))
+        }
+        _ => (args.ideas, args.hours),
+    };
+    let mut plan = saved.unwrap_or_else(|| RunPlan::of(&args));
+    let spent_before = plan.spent_seconds;
 
     let data = load_data(&args.data, cfg, args.json)?;
     let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &data);
@@ -214,16 +316,16 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     drop(data);
     let mut kb = super::kb::open(args.kb.as_deref(), cfg, true)?;
     let sample = kb.behaviour_sample(&view.data, &splits)?;
-    let (gp, python) = match args.writer.as_str() {
+    let (gp, python) = match args.writer() {
         "llm" => (false, false),
         "python" => (false, true),
         "gp" => (true, false),
         w => bail!("unknown --writer '{w}': llm, python or gp"),
     };
-    let constrained = args.llm == "local";
-    let price = cfg.prices.get(&args.llm).copied().unwrap_or_default();
-    if args.budget_usd.is_some() && price.prompt == 0.0 && price.completion == 0.0 && !gp && args.llm != "local" {
-        bail!("--budget-usd needs a price for '{}': add [prices.\"{}\"] prompt = ..., completion = ... (USD per million tokens) to the config", args.llm, args.llm);
+    let constrained = args.llm() == "local";
+    let price = cfg.prices.get(args.llm()).copied().unwrap_or_default();
+    if args.budget_usd.is_some() && price.prompt == 0.0 && price.completion == 0.0 && !gp && args.llm() != "local" {
+        bail!("--budget-usd needs a price for '{}': add [prices.\"{}\"] prompt = ..., completion = ... (USD per million tokens) to the config", args.llm(), args.llm());
     }
     let templates = Templates::load(&Templates::default_dir())?;
     let idea_file = args.idea_file.clone().unwrap_or_else(|| crate::checkout_dir().unwrap_or_default().join("alpha_kb/ideas.toml"));
@@ -233,6 +335,7 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     // run behind.
     let mut unstarted = UnstartedRun((!run_dir.exists()).then_some(run_dir.as_path()));
     std::fs::create_dir_all(&run_dir).with_context(|| format!("cannot create {}", run_dir.display()))?;
+    plan.write(&run_dir)?;
     let llm: Box<dyn LanguageModel> = if gp { Box::new(NoModel) } else { open_llm(&args, cfg, &run_dir)? };
     let extra_fields = cfg.writer_fields.clone();
     let mcfg = MineConfig { no_inner_loop: args.no_inner_loop, no_kb: args.no_kb, price, generation_size: args.generation_size.max(1), python, extra_fields, ..MineConfig::default() };
@@ -255,8 +358,8 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
     }
     let pop = if gp { miner.gp_population()? } else { Default::default() };
     let rng = crate::agent::gp::Rng::new(args.seed ^ done.len() as u64);
-    let target = args.ideas.unwrap_or(if args.hours.is_some() { usize::MAX } else { 5 });
-    let deadline = args.hours.map(|h| std::time::Instant::now() + std::time::Duration::from_secs_f64(h * 3600.0));
+    let target = ideas.unwrap_or(if hours.is_some() { usize::MAX } else { 5 });
+    let deadline = hours.map(|h| std::time::Instant::now() + std::time::Duration::from_secs_f64(h * 3600.0));
     // SAFETY: installs a handler that only stores to an atomic.
     unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };
 
@@ -361,6 +464,8 @@ pub fn run(args: MineArgs, cfg: &Config) -> Result<i32> {
                 }
                 writeln!(log, "{}", serde_json::to_string(&o)?)?;
                 log.flush()?;
+                plan.spent_seconds = spent_before + t0.elapsed().as_secs_f64();
+                plan.write(&run_dir)?;
                 outcomes.push(o);
                 let g = mcfg.generation_size.max(1);
                 if !gp && outcomes.len() % g == 0 {
