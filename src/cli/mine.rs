@@ -25,7 +25,6 @@ pub struct MineArgs {
     pub hours: Option<f64>,
     /// `local` (embedded llama.cpp, default) or `openai:MODEL` (base URL from `llm_url` in the
     /// config or $OPENAI_BASE_URL, key from $OPENAI_API_KEY; `alphaloop serve` is one).
-    /// [default: local]
     #[arg(long)]
     pub llm: Option<String>,
     /// GGUF file for the local model (default: the Qwen2.5-Coder 0.5B set up by scripts/setup).
@@ -54,7 +53,7 @@ pub struct MineArgs {
     pub replay: Option<PathBuf>,
     /// Who writes the alphas: `llm` (default: expressions), `python` (the LLM writes Python
     /// factor classes, run in the sandbox) or `gp`, the genetic-programming baseline that
-    /// needs no LLM (same evaluation budget per idea) [default: llm].
+    /// needs no LLM (same evaluation budget per idea).
     #[arg(long)]
     pub writer: Option<String>,
     /// Ablation: one writer round per idea, no judge feedback loop.
