@@ -235,12 +235,9 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
                 (Some(f), _) => f,
                 (None, None) => Format::Json,
                 // `-o kb.csv` alone wrote JSON into kb.csv: the name says what is wanted.
-                (None, Some(p)) => match p.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
-                    Some("json") => Format::Json,
-                    Some("csv") => Format::Csv,
-                    Some("parquet" | "pq") => Format::Parquet,
-                    _ => bail!("cannot tell the format of {} from its name: end it in .json, .csv or .parquet, or pass --format", p.display()),
-                },
+                (None, Some(p)) => Format::of_name(p).with_context(|| {
+                    format!("cannot tell the format of {} from its name: end it in .json, .csv or .parquet, or pass --format", p.display())
+                })?,
             };
             let recs = kb.records(&Filter::new())?;
             match (&out, format) {
@@ -281,13 +278,16 @@ fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataA
     // A list of formulas: TOML, or plain text with one per line.
     let is_toml = file.extension().is_some_and(|e| e == "toml" || e == "txt");
     // Programs, run in their sandboxes: a Python factor, or a WebAssembly module's text.
+    if let Some(table @ (Format::Csv | Format::Parquet)) = Format::of_name(file) {
+        bail!(
+            "{}: `kb import` reads a JSON export (`kb export -o kb.json`); the {} export is a flat table for other tools (no reviews or look-ahead verdicts)",
+            file.display(),
+            if table == Format::Csv { "CSV" } else { "Parquet" }
+        );
+    }
     let program = match file.extension().and_then(|e| e.to_str()) {
         Some("py") => Some((Kind::Python, "python")),
         Some("wat") => Some((Kind::Wasm, "wasm")),
-        Some(e @ ("csv" | "parquet" | "pq")) => bail!(
-            "{}: `kb import` reads a JSON export (`kb export -o kb.json`); the {e} export is a flat table for other tools (no reviews or look-ahead verdicts)",
-            file.display()
-        ),
         Some("wasm") => bail!("{}: records keep their code as text; import the module's text form (.wat, e.g. from `wasm-tools print`)", file.display()),
         _ => None,
     };

@@ -163,6 +163,18 @@ pub enum Format {
     Parquet,
 }
 
+impl Format {
+    /// The format a file's name says (`.json`, `.csv`, `.parquet` or `.pq`, any case).
+    pub fn of_name(path: &Path) -> Option<Format> {
+        match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
+            "json" => Some(Format::Json),
+            "csv" => Some(Format::Csv),
+            "parquet" | "pq" => Some(Format::Parquet),
+            _ => None,
+        }
+    }
+}
+
 /// Flat columns of an export table: one row per record.
 pub fn table_columns() -> Vec<String> {
     let mut cols: Vec<String> = [
