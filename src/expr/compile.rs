@@ -343,7 +343,7 @@ impl<'a> Compiler<'a> {
             } else {
                 format!("{} to {}", op.min_args(), op.params.len())
             };
-            return Err(ExprError::at(text, span, format!("{name} takes {arity} arguments, got {}", args.len()))
+            return Err(ExprError::at(text, span, format!("{name} takes {arity} argument{}, got {}", if arity == "1" { "" } else { "s" }, args.len()))
                 .with_hint(format!("usage: {}", op.doc)));
         }
         let mut nodes = Vec::new();

@@ -32,12 +32,30 @@ impl ExprError {
         self
     }
 
-    /// The message, the expression, and a caret line under the position.
+    /// The message, the expression, and a caret line under the position. The expression
+    /// is shown on one line (a formula pasted from a file may span several, and a newline
+    /// or tab would move the caret off its place) and, when longer than [`SHOWN`]
+    /// characters, cut to the stretch around the position, marked with `…` (an LLM's
+    /// runaway reply or a generated formula can be thousands of characters).
     pub fn render(&self) -> String {
-        let pad = " ".repeat(self.pos.saturating_sub(1));
-        format!("{self}\n  {}\n  {pad}{}", self.text, "^".repeat(self.len))
+        let chars: Vec<char> = self.text.chars().map(|c| if c.is_whitespace() { ' ' } else { c }).collect();
+        let at = self.pos.saturating_sub(1).min(chars.len());
+        let (mut from, mut to) = (0, chars.len());
+        if chars.len() > SHOWN {
+            from = at.saturating_sub(SHOWN / 3);
+            to = (from + SHOWN).min(chars.len());
+            from = to.saturating_sub(SHOWN);
+        }
+        let (head, tail) = (if from > 0 { "…" } else { "" }, if to < chars.len() { "…" } else { "" });
+        let shown: String = chars[from..to].iter().collect();
+        let pad = " ".repeat(at - from + head.chars().count());
+        let carets = "^".repeat(self.len.min(to.saturating_sub(at)).max(1));
+        format!("{self}\n  {head}{shown}{tail}\n  {pad}{carets}")
     }
 }
+
+/// Characters of the expression [`ExprError::render`] shows at most.
+const SHOWN: usize = 100;
 
 /// A byte range in the expression text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -106,5 +124,29 @@ mod tests {
         let e = ExprError::at("rank(clsoe)", Span::new(5, 10), "unknown field 'clsoe'").with_hint("did you mean 'close'?");
         assert_eq!(e.to_string(), "unknown field 'clsoe' at 6; did you mean 'close'?");
         assert!(e.render().ends_with("\n       ^^^^^"));
+    }
+
+    #[test]
+    fn renders_a_long_or_multiline_expression_around_the_position() {
+        // A formula over two lines: the caret stays under the token.
+        let e = ExprError::at("rank(\n\tclsoe)", Span::new(7, 12), "unknown field 'clsoe'");
+        assert!(e.render().ends_with("\n  rank(  clsoe)\n         ^^^^^"), "{}", e.render());
+        // 10,000 characters: a window of SHOWN around the position, cut ends marked.
+        let text = format!("{}clsoe{}", "abs(".repeat(1000), ")".repeat(1000) + &" + close".repeat(600));
+        let e = ExprError::at(&text, Span::new(4000, 4005), "unknown field 'clsoe'");
+        let r = e.render();
+        let lines: Vec<&str> = r.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[1].starts_with("  …") && lines[1].contains("abs(abs(") && lines[1].ends_with(")…"), "{}", lines[1]);
+        assert_eq!(lines[1].chars().count(), 2 + SHOWN + 2);
+        let (shown, caret): (Vec<char>, usize) = (lines[1].chars().collect(), lines[2].find('^').unwrap());
+        assert_eq!(shown[caret..caret + 5].iter().collect::<String>(), "clsoe");
+        assert_eq!(lines[2].trim_start(), "^^^^^");
+        // An error at the end of a long expression: the tail shown, no closing mark.
+        let e = ExprError::at(&text, Span::new(text.len(), text.len()), "expected a value");
+        let r = e.render();
+        let lines: Vec<&str> = r.lines().collect();
+        assert!(lines[1].ends_with(" + close") && lines[1].starts_with("  …"), "{}", lines[1]);
+        assert_eq!(lines[2].chars().count(), lines[1].chars().count() + 1);
     }
 }
