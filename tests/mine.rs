@@ -366,3 +366,54 @@ fn writer_fields_reach_the_writer_and_unknown_ones_are_refused() {
     assert!(system.contains("vwap is the typical price"), "{system}");
     assert!(writer["request"]["grammar"].as_str().expect("grammar").contains("| \"dividend\""));
 }
+
+/// `[mine]` in the config sets the bar and the effort per idea: a run mines with them (no
+/// train bar and a valid Rank IC bar of 1 reject every idea for its valid Rank IC; two
+/// rounds per idea),
+/// records them in run.json and in `runs show --json`, and a resume under a config that
+/// has changed them is refused, naming the setting; a value out of range, or a misspelt
+/// name, stops before anything runs, naming the file and the setting.
+#[test]
+fn mine_settings_in_the_config_set_the_bar_and_stay_with_the_run() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = config(dir.path(), &common::shared("data/sp500_sample.parquet"));
+    let runs = dir.path().join("runs");
+    let base = std::fs::read_to_string(&cfg).expect("config");
+    let with = |mine: &str| std::fs::write(&cfg, format!("{base}\n[mine]\n{mine}\n")).expect("config");
+    with("min_train_rank_ic = -1\nmin_valid_rank_ic = 1\nrounds = 2");
+    let out = mine(&cfg, &runs, &["--writer", "gp", "--ideas", "3", "--run-id", "bar", "--json"]).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json summary");
+    let outcomes = s["outcomes"].as_array().expect("outcomes");
+    assert_eq!(outcomes.len(), 3);
+    assert!(outcomes.iter().all(|o| o["status"] == "rejected" && o["rounds"] == 2), "{s}");
+    let kb = Kb::open(&Location::Dir(dir.path().join("kb")), alphaloop::kb::default_embedder(None).expect("model")).expect("kb");
+    let recs = kb.records(&Filter::new().is("run_id", "bar")).expect("records");
+    drop(kb);
+    let reasons: Vec<String> = recs.iter().map(|r| r.status.to_string()).collect();
+    assert!(reasons.len() == 3 && reasons.iter().all(|r| r.starts_with("rejected: valid Rank IC") && r.ends_with("is below 1")), "{reasons:?}");
+    let plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(runs.join("bar/run.json")).expect("run.json")).expect("json");
+    assert_eq!((plan["mine"]["min_valid_rank_ic"].as_f64(), plan["mine"]["rounds"].as_u64(), plan["mine"]["max_corr"].as_f64()), (Some(1.0), Some(2), Some(0.7)));
+    let out = common::bin().env("ALPHALOOP_RUNS", &runs).args(["runs", "show", "bar", "--json"]).output().expect("runs show");
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(shown["plan"]["mine"], plan["mine"]);
+
+    with("min_train_rank_ic = -1\nmin_valid_rank_ic = 0.01\nrounds = 2");
+    let out = mine(&cfg, &runs, &["--resume", "bar", "--ideas", "1"]).output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("run 'bar' was mined with [mine] min_valid_rank_ic = 1.0 (the config now gives 0.01)"), "{err}");
+
+    for (mine_toml, says) in [
+        ("rounds = 0", "[mine] rounds = 0; give 1 or more"),
+        ("max_corr = 1.5", "[mine] max_corr = 1.5; give a share above 0 and at most 1"),
+        ("judge_threshold = 11", "[mine] judge_threshold = 11; give a judge score from 0 to 10"),
+        ("min_valid_rank_ic = nan", "[mine] min_valid_rank_ic = NaN; give a Rank IC from -1 to 1"),
+        ("max_cor = 0.5", "unknown field `max_cor`, expected one of"),
+    ] {
+        with(mine_toml);
+        let out = mine(&cfg, &runs, &["--writer", "gp", "--ideas", "1", "--run-id", "never"]).output().expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(&format!("{}: invalid config", cfg.display())) && err.contains(says), "{mine_toml}: {err}");
+        assert!(!runs.join("never").exists());
+    }
+}

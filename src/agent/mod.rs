@@ -56,7 +56,7 @@ pub struct MineConfig {
     pub min_train_rank_ic: f64,
     pub min_valid_rank_ic: f64,
     pub min_coverage: f64,
-    pub temperature: f32,
+    pub temperature: f64,
     pub novelty: NoveltyConfig,
     /// USD per million prompt and completion tokens of the model in use (0 for a local one).
     pub price: Price,
@@ -360,7 +360,7 @@ impl<'a> Miner<'a> {
         let req = ChatRequest {
             system: system.to_string(),
             messages: vec![Message::user(user)],
-            temperature: self.cfg.temperature,
+            temperature: self.cfg.temperature as f32,
             max_tokens,
             stop: Vec::new(),
             grammar: grammar.cloned(),

@@ -43,6 +43,128 @@ pub struct Config {
     /// A model not listed costs 0 (right for the local one).
     #[serde(default)]
     pub prices: std::collections::BTreeMap<String, crate::agent::Price>,
+    /// The mining loop's bar and its effort per idea (`[mine]`).
+    #[serde(default)]
+    pub mine: MineSettings,
+}
+
+/// The mining loop's settings a researcher tunes (`[mine]` in the config): what an alpha
+/// must show to be accepted, and how hard the writer and the judge try per idea. Each one
+/// left out keeps its default (`alphaloop mine` runs with the defaults below unless told).
+/// A run records them in its `run.json`, and `--resume` refuses a config that has changed
+/// them since: a run whose bar moved midway is no arm of a comparison.
+#[derive(Debug, Default, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MineSettings {
+    /// Writer/judge rounds per idea at most (3).
+    pub rounds: Option<u32>,
+    /// The rounds stop early once the judge scores a candidate at least this, 0–10 (7).
+    pub judge_threshold: Option<f64>,
+    /// Acceptance: Rank IC on train at least this (0.002) ...
+    pub min_train_rank_ic: Option<f64>,
+    /// ... and on valid at least this (0) ...
+    pub min_valid_rank_ic: Option<f64>,
+    /// ... a finite signal on at least this share of the labelled cells of train (0.5) ...
+    pub min_coverage: Option<f64>,
+    /// ... and novel: |correlation| of its signal with every accepted alpha's at most this
+    /// (0.7) ...
+    pub max_corr: Option<f64>,
+    /// ... and at most this share of its expression found in one accepted alpha (0.8).
+    pub max_ast_overlap: Option<f64>,
+    /// A candidate expression may have this many nodes (40) and this depth (12) at most.
+    pub max_nodes: Option<usize>,
+    pub max_depth: Option<usize>,
+    /// Accepted alphas, failures and lessons each shown to the writer per idea (2).
+    pub retrieve_k: Option<usize>,
+    /// Sampling temperature of the writer and the judge (0.7).
+    pub temperature: Option<f64>,
+}
+
+impl MineSettings {
+    /// `cfg` with the settings given here.
+    pub fn apply(&self, mut cfg: crate::agent::MineConfig) -> crate::agent::MineConfig {
+        let n = &mut cfg.novelty;
+        set(&mut n.max_corr, self.max_corr);
+        set(&mut n.max_ast_overlap, self.max_ast_overlap);
+        set(&mut cfg.rounds, self.rounds);
+        set(&mut cfg.beta, self.judge_threshold);
+        set(&mut cfg.min_train_rank_ic, self.min_train_rank_ic);
+        set(&mut cfg.min_valid_rank_ic, self.min_valid_rank_ic);
+        set(&mut cfg.min_coverage, self.min_coverage);
+        set(&mut cfg.max_nodes, self.max_nodes);
+        set(&mut cfg.max_depth, self.max_depth);
+        set(&mut cfg.retrieve_k, self.retrieve_k);
+        set(&mut cfg.temperature, self.temperature);
+        cfg
+    }
+
+    /// Every setting, the defaults filled in: what a run mines with.
+    pub fn resolved(&self) -> MineSettings {
+        let c = self.apply(crate::agent::MineConfig::default());
+        MineSettings {
+            rounds: Some(c.rounds),
+            judge_threshold: Some(c.beta),
+            min_train_rank_ic: Some(c.min_train_rank_ic),
+            min_valid_rank_ic: Some(c.min_valid_rank_ic),
+            min_coverage: Some(c.min_coverage),
+            max_corr: Some(c.novelty.max_corr),
+            max_ast_overlap: Some(c.novelty.max_ast_overlap),
+            max_nodes: Some(c.max_nodes),
+            max_depth: Some(c.max_depth),
+            retrieve_k: Some(c.retrieve_k),
+            temperature: Some(c.temperature),
+        }
+    }
+
+    /// `name = value` for every setting that differs between two resolved sets, this one's
+    /// value first.
+    pub fn differences(&self, other: &MineSettings) -> Vec<(String, String, String)> {
+        let (a, b) = (serde_json::to_value(self).unwrap_or_default(), serde_json::to_value(other).unwrap_or_default());
+        let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else { return Vec::new() };
+        a.iter().filter(|(k, v)| b.get(*k) != Some(v)).map(|(k, v)| (k.clone(), v.to_string(), b.get(k).map(|x| x.to_string()).unwrap_or_default())).collect()
+    }
+
+    /// The first setting out of its range, as `name = value; what to give`.
+    fn check(&self) -> Result<(), String> {
+        let frac = |name: &str, v: Option<f64>, lo_open: bool| match v {
+            Some(x) if !(x.is_finite() && x <= 1.0 && if lo_open { x > 0.0 } else { x >= 0.0 }) => {
+                Err(format!("{name} = {x}; give a share {}", if lo_open { "above 0 and at most 1" } else { "from 0 to 1" }))
+            }
+            _ => Ok(()),
+        };
+        let ic = |name: &str, v: Option<f64>| match v {
+            Some(x) if !(x.is_finite() && (-1.0..=1.0).contains(&x)) => Err(format!("{name} = {x}; give a Rank IC from -1 to 1")),
+            _ => Ok(()),
+        };
+        let at_least_1 = |name: &str, v: Option<usize>| match v {
+            Some(0) => Err(format!("{name} = 0; give 1 or more")),
+            _ => Ok(()),
+        };
+        at_least_1("rounds", self.rounds.map(|r| r as usize))?;
+        if let Some(b) = self.judge_threshold.filter(|b| !(b.is_finite() && (0.0..=10.0).contains(b))) {
+            return Err(format!("judge_threshold = {b}; give a judge score from 0 to 10"));
+        }
+        ic("min_train_rank_ic", self.min_train_rank_ic)?;
+        ic("min_valid_rank_ic", self.min_valid_rank_ic)?;
+        frac("min_coverage", self.min_coverage, false)?;
+        frac("max_corr", self.max_corr, true)?;
+        frac("max_ast_overlap", self.max_ast_overlap, true)?;
+        at_least_1("max_nodes", self.max_nodes)?;
+        at_least_1("max_depth", self.max_depth)?;
+        if let Some(k) = self.retrieve_k.filter(|&k| k > 20) {
+            return Err(format!("retrieve_k = {k}; give 0 to 20 (each record shown takes room in the writer's prompt)"));
+        }
+        if let Some(t) = self.temperature.filter(|t| !(t.is_finite() && (0.0..=2.0).contains(t))) {
+            return Err(format!("temperature = {t}; give 0 to 2"));
+        }
+        Ok(())
+    }
+}
+
+fn set<T>(field: &mut T, v: Option<T>) {
+    if let Some(v) = v {
+        *field = v;
+    }
 }
 
 impl Config {
@@ -65,6 +187,7 @@ impl Config {
         if let Some(m) = cfg.retry_minutes.filter(|m| !(m.is_finite() && *m >= 0.0)) {
             bail!("{}: invalid config: retry_minutes = {m}; give a number of minutes, 0 or more", path.display());
         }
+        cfg.mine.check().map_err(|e| anyhow::anyhow!("{}: invalid config: [mine] {e}", path.display()))?;
         if let Some(c) = cfg.cost_bps {
             cost_bps(c).map_err(|e| anyhow::anyhow!("{}: invalid config: cost_bps = {c}; {e}", path.display()))?;
         }

@@ -1,6 +1,7 @@
 //! `alphaloop mine`: the overnight mining run, and `alphaloop runs`.
 
 use super::table::render;
+use super::config::MineSettings;
 use super::{load_data, Config, DataArgs};
 use crate::agent::{ideas, MineConfig, Miner, Outcome, Templates};
 use crate::backtest::MiningView;
@@ -178,8 +179,8 @@ impl MineArgs {
 }
 
 /// What a run was started with (`run.json` in its directory), so that `--resume` continues
-/// the same run: the same writer, model and ablations (a run that mixed them would be no
-/// arm of an ablation), up to the ideas or hours it was given.
+/// the same run: the same writer, model, ablations and `[mine]` settings (a run that mixed
+/// them would be no arm of a comparison), up to the ideas or hours it was given.
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug)]
 struct RunPlan {
     /// The run's ideas in all (5 when neither this nor `hours` was given).
@@ -192,10 +193,14 @@ struct RunPlan {
     /// Wall time spent mining, over every session, as of the last idea finished.
     #[serde(default)]
     spent_seconds: f64,
+    /// The config's `[mine]` settings, defaults filled in (runs of earlier versions have
+    /// none recorded: they mined with the defaults).
+    #[serde(default)]
+    mine: MineSettings,
 }
 
 impl RunPlan {
-    fn of(args: &MineArgs) -> RunPlan {
+    fn of(args: &MineArgs, cfg: &Config) -> RunPlan {
         RunPlan {
             ideas: args.ideas.or(if args.hours.is_none() { Some(5) } else { None }),
             hours: args.hours,
@@ -204,6 +209,7 @@ impl RunPlan {
             no_inner_loop: args.no_inner_loop,
             no_kb: args.no_kb,
             spent_seconds: 0.0,
+            mine: cfg.mine.resolved(),
         }
     }
 
@@ -285,6 +291,11 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
         if asked.flags() != p.flags() && args.replay.is_none() {
             bail!("run '{run_id}' was mined with {}; resume it with those settings (this command asks for {}), or start a new run", p.flags(), asked.flags());
         }
+        let changed = p.mine.resolved().differences(&cfg.mine.resolved());
+        if !changed.is_empty() {
+            let list = changed.iter().map(|(k, then, now)| format!("{k} = {then} (the config now gives {now})")).collect::<Vec<_>>().join(", ");
+            bail!("run '{run_id}' was mined with [mine] {list}; resume it with the settings it was started with (a run whose bar moved midway is no arm of a comparison), or start a new run");
+        }
         (args.llm, args.writer) = (Some(p.llm.clone()), Some(p.writer.clone()));
         (args.no_inner_loop, args.no_kb) = (p.no_inner_loop, p.no_kb);
     }
@@ -299,7 +310,9 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
         }
         _ => (args.ideas, args.hours),
     };
-    let mut plan = saved.unwrap_or_else(|| RunPlan::of(&args));
+    let mut plan = saved.unwrap_or_else(|| RunPlan::of(&args, cfg));
+    // (A run of an earlier version gets its defaults written down.)
+    plan.mine = plan.mine.resolved();
     let spent_before = plan.spent_seconds;
 
     let data = load_data(&args.data, cfg, args.json)?;
@@ -337,7 +350,7 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
     plan.write(&run_dir)?;
     let llm: Box<dyn LanguageModel> = if gp { Box::new(NoModel) } else { open_llm(&args, cfg, &run_dir)? };
     let extra_fields = cfg.writer_fields.clone();
-    let mcfg = MineConfig { no_inner_loop: args.no_inner_loop, no_kb: args.no_kb, price, generation_size: args.generation_size.max(1), python, extra_fields, ..MineConfig::default() };
+    let mcfg = plan.mine.apply(MineConfig { no_inner_loop: args.no_inner_loop, no_kb: args.no_kb, price, generation_size: args.generation_size.max(1), python, extra_fields, ..MineConfig::default() });
     let summaries_path = run_dir.join("summaries.jsonl");
     let miner = Miner::new(llm.as_ref(), &kb, &view, sample, mcfg.clone(), templates, run_id.clone(), constrained)?;
     unstarted.0 = None;
@@ -507,12 +520,27 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
     pb.finish_and_clear();
     drop(miner);
     kb.optimize()?;
-    summary(&run_id, &outcomes, &done, stop_reason, t0.elapsed().as_secs_f64(), Some(&kb.location()), args.json)?;
+    let ended = RunSummary { id: &run_id, outcomes: &outcomes, new: outcomes.len() - done.len(), stopped: stop_reason, secs: t0.elapsed().as_secs_f64(), kb: Some(kb.location()), plan: Some(&plan) };
+    summary(ended, args.json)?;
     Ok(0)
 }
 
-fn summary(run_id: &str, all: &[Outcome], before: &[Outcome], why: &str, secs: f64, kb: Option<&str>, json: bool) -> Result<()> {
-    let new = &all[before.len()..];
+/// A run's outcomes and how it ended, as the summary prints them.
+struct RunSummary<'a> {
+    id: &'a str,
+    outcomes: &'a [Outcome],
+    /// Outcomes of this session (the last ones).
+    new: usize,
+    /// Why the run stopped ("recorded" for one read back).
+    stopped: &'a str,
+    secs: f64,
+    /// Where the records went (for a run just mined).
+    kb: Option<String>,
+    plan: Option<&'a RunPlan>,
+}
+
+fn summary(s: RunSummary<'_>, json: bool) -> Result<()> {
+    let RunSummary { id: run_id, outcomes: all, new, stopped: why, secs, kb, plan } = s;
     let acc = all.iter().filter(|o| o.status == "accepted").count();
     let tokens: u64 = all.iter().map(|o| o.prompt_tokens + o.completion_tokens).sum();
     let t = all.iter().fold([0.0; 4], |a, o| [a[0] + o.timings.writer, a[1] + o.timings.judge, a[2] + o.timings.eval, a[3] + o.timings.kb]);
@@ -520,8 +548,8 @@ fn summary(run_id: &str, all: &[Outcome], before: &[Outcome], why: &str, secs: f
         println!(
             "{}",
             serde_json::json!({
-                "run_id": run_id, "stopped": why, "ideas": all.len(), "new_ideas": new.len(), "accepted": acc, "tokens": tokens,
-                "seconds": secs, "time_split": {"writer": t[0], "judge": t[1], "eval": t[2], "kb": t[3]}, "outcomes": all,
+                "run_id": run_id, "stopped": why, "ideas": all.len(), "new_ideas": new, "accepted": acc, "tokens": tokens,
+                "seconds": secs, "time_split": {"writer": t[0], "judge": t[1], "eval": t[2], "kb": t[3]}, "plan": plan, "outcomes": all,
             })
         );
         return Ok(());
@@ -538,12 +566,17 @@ fn summary(run_id: &str, all: &[Outcome], before: &[Outcome], why: &str, secs: f
     println!(
         "run {run_id}: {why}; {} ideas ({} this session), {acc} accepted, {tokens} tokens, {secs:.0} s; time split writer {:.0}%, judge {:.0}%, evaluation {:.1}%, KB {:.1}%",
         all.len(),
-        new.len(),
+        new,
         100.0 * t[0] / total,
         100.0 * t[1] / total,
         100.0 * t[2] / total,
         100.0 * t[3] / total
     );
+    if let Some(p) = plan {
+        let mine = serde_json::to_value(p.mine.resolved()).unwrap_or_default();
+        let mine = mine.as_object().map(|m| m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")).unwrap_or_default();
+        println!("settings: {}; [mine] {mine}", p.flags());
+    }
     let log = runs_dir().join(run_id).join("log.jsonl");
     match kb {
         Some(kb) => println!("records are in the knowledge base {kb}; the run log is {}", log.display()),
@@ -619,7 +652,9 @@ pub fn runs(cmd: Option<RunsCmd>, json: bool) -> Result<i32> {
                 bail!("no run '{id}' in {}", dir.display());
             }
             let o = read_log(&p)?;
-            summary(&id, &o, &[], "recorded", o.iter().map(|x| x.timings.writer + x.timings.judge + x.timings.eval + x.timings.kb).sum(), None, json)?;
+            let plan = RunPlan::read(&dir.join(&id))?.map(|p| RunPlan { mine: p.mine.resolved(), ..p });
+            let secs = o.iter().map(|x| x.timings.writer + x.timings.judge + x.timings.eval + x.timings.kb).sum();
+            summary(RunSummary { id: &id, outcomes: &o, new: o.len(), stopped: "recorded", secs, kb: None, plan: plan.as_ref() }, json)?;
             if let Some(path) = plot {
                 plot_run(&id, &o, &path)?;
                 super::wrote(&path, json);

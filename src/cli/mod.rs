@@ -56,7 +56,7 @@ pub enum Command {
         #[command(subcommand)]
         cmd: Option<mine::RunsCmd>,
         /// Print JSON
-        #[arg(long)]
+        #[arg(long, global = true)]
         json: bool,
     },
     /// Query and maintain the alpha knowledge base.
