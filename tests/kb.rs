@@ -360,6 +360,18 @@ fn kb_cli_end_to_end() {
     assert!(err.contains("cannot tell the format of") && err.contains("--format"), "{err}");
     let err = fails(&["import", named.to_str().expect("utf8")]);
     assert!(err.contains("`kb import` reads a JSON export"), "{err}");
+    // The accepted expressions as an alpha file, which `eval --file` reads back: the same
+    // valid Rank IC as the KB holds.
+    let file = dir.path().join("mined.toml");
+    run(&["export", "--status", "accepted", "-o", file.to_str().expect("utf8")]);
+    let defs = alphaloop::seeds::load(&file).expect("an alpha file");
+    assert_eq!(defs.len(), 100, "the cap alpha failed and is not accepted");
+    assert!(defs.iter().all(|d| d.id != "alpha101_056" && d.source.as_deref().is_some_and(|s| s.starts_with("alphaloop knowledge base: accepted, family seed"))), "{:?}", defs[0]);
+    let out = bin().arg("--config").arg(&cfg).args(["eval", "--json", "--file"]).arg(&file).output().expect("runs");
+    let evals: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let e1 = evals.as_array().expect("array").iter().find(|e| e["id"] == "alpha101_001").expect("alpha101_001");
+    assert!((e1["rank_ic"].as_f64().expect("f64") - show["metrics"]["valid"]["rank_ic"].as_f64().expect("f64")).abs() < 1e-12, "{e1}");
+    assert!(run(&["export", "--family", "seed", "--format", "toml"]).starts_with("# 101 alphas exported"));
     let js = dir.path().join("kb.json");
     run(&["export", "--format", "json", "-o", js.to_str().expect("utf8")]);
     // Another team's export into a fresh store.

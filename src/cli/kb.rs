@@ -77,11 +77,18 @@ pub enum KbCmd {
         /// The record's id.
         id: String,
     },
-    /// Write every record to a file (or stdout for json/csv without --out).
+    /// Write the records to a file (or stdout without --out): JSON, a CSV or Parquet table, or the expressions as a TOML alpha file.
     Export {
-        /// The file format (default: the --out file's extension, else json; parquet needs --out).
+        /// The file format (default: the --out file's extension, else json; parquet needs
+        /// --out). toml writes the expressions as an alpha file for `eval --file`.
         #[arg(long, value_enum)]
         format: Option<Format>,
+        /// Only records with this status (accepted, rejected, error, or all).
+        #[arg(long, default_value = "all")]
+        status: String,
+        /// Only records of this idea family (momentum, reversal, volume, ...).
+        #[arg(long)]
+        family: Option<String>,
         /// The file to write.
         #[arg(short, long)]
         out: Option<PathBuf>,
@@ -230,20 +237,28 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
                 show(&r);
             }
         }
-        KbCmd::Export { format, out } => {
+        KbCmd::Export { format, out, status, family } => {
             let format = match (format, &out) {
                 (Some(f), _) => f,
                 (None, None) => Format::Json,
                 // `-o kb.csv` alone wrote JSON into kb.csv: the name says what is wanted.
                 (None, Some(p)) => Format::of_name(p).with_context(|| {
-                    format!("cannot tell the format of {} from its name: end it in .json, .csv or .parquet, or pass --format", p.display())
+                    format!("cannot tell the format of {} from its name: end it in .json, .csv, .parquet or .toml, or pass --format", p.display())
                 })?,
             };
-            let recs = kb.records(&Filter::new())?;
+            let recs = kb.records(&status_filter(&status, family.as_deref())?)?;
+            if recs.is_empty() {
+                known_family(&kb, family.as_deref())?;
+            }
+            let programs = recs.iter().filter(|r| r.kind != Kind::Expression).count();
+            if format == Format::Toml && programs > 0 {
+                eprintln!("left out {programs} program(s) (Python or WebAssembly): an alpha file holds expressions; the JSON export keeps them");
+            }
             match (&out, format) {
                 (Some(p), f) => {
                     io::write_export(&recs, f, p)?;
-                    eprintln!("exported {} records to {}", recs.len(), p.display());
+                    let n = if f == Format::Toml { recs.len() - programs } else { recs.len() };
+                    eprintln!("exported {n} records to {}", p.display());
                 }
                 (None, Format::Json) => println!("{}", serde_json::to_string_pretty(&recs)?),
                 (None, Format::Csv) => {
@@ -253,6 +268,7 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
                     let _ = std::fs::remove_file(&tmp);
                 }
                 (None, Format::Parquet) => bail!("parquet needs --out FILE"),
+                (None, Format::Toml) => print!("{}", io::alpha_file(&recs)?),
             }
         }
         KbCmd::Import { file, class, data, family } => import(&mut kb, &file, class.as_deref(), &data, &family, cfg, json)?,

@@ -161,15 +161,21 @@ pub enum Format {
     Json,
     Csv,
     Parquet,
+    /// The expressions as an alpha file (`[[alpha]]` id, formula), which `eval --file`,
+    /// `kb import` and `mine`'s `alpha:ID` references read: mined alphas taken to other data
+    /// or another KB.
+    Toml,
 }
 
 impl Format {
-    /// The format a file's name says (`.json`, `.csv`, `.parquet` or `.pq`, any case).
+    /// The format a file's name says (`.json`, `.csv`, `.parquet` or `.pq`, `.toml`, any
+    /// case).
     pub fn of_name(path: &Path) -> Option<Format> {
         match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
             "json" => Some(Format::Json),
             "csv" => Some(Format::Csv),
             "parquet" | "pq" => Some(Format::Parquet),
+            "toml" => Some(Format::Toml),
             _ => None,
         }
     }
@@ -192,9 +198,36 @@ pub fn table_columns() -> Vec<String> {
     cols
 }
 
-/// Writes records: JSON (full records, re-importable) or a flat table (CSV, Parquet).
+/// The expression records as an alpha file (programs have no formula and are left out),
+/// each with where it came from and how it did on valid.
+pub fn alpha_file(records: &[AlphaRecord]) -> Result<String, KbError> {
+    let defs: Vec<AlphaDef> = records
+        .iter()
+        .filter(|r| r.kind == Kind::Expression)
+        .map(|r| {
+            let mut source = format!("alphaloop knowledge base: {}, family {}", r.status.keyword(), r.family);
+            if !r.run_id.is_empty() {
+                source += &format!(", run {}", r.run_id);
+            }
+            if let Some(v) = r.metric("valid", "rank_ic") {
+                source += &format!(", valid Rank IC {v:.4}");
+            }
+            let text = |t: &str| Some(t.to_string()).filter(|t| !t.is_empty());
+            AlphaDef { id: r.id.clone(), formula: r.code.clone(), name: text(&r.name), idea: text(&r.hypothesis).or(text(&r.idea)), source: Some(source) }
+        })
+        .collect();
+    let body = crate::seeds::to_toml(&defs).map_err(|e| KbError::Invalid(format!("cannot write the alpha file: {e}")))?;
+    Ok(format!("# {} alphas exported from an alphaloop knowledge base (`alphaloop eval --file` reads this file)\n\n{body}", defs.len()))
+}
+
+/// Writes records: JSON (full records, re-importable), a flat table (CSV, Parquet) or the
+/// expressions as an alpha file (TOML).
 pub fn write_export(records: &[AlphaRecord], format: Format, path: &Path) -> Result<(), KbError> {
     use polars::prelude::*;
+    let io = |e| KbError::Io { path: path.to_path_buf(), err: e };
+    if format == Format::Toml {
+        return std::fs::write(path, alpha_file(records)?).map_err(io);
+    }
     let s = |f: &dyn Fn(&AlphaRecord) -> String| records.iter().map(f).collect::<Vec<String>>();
     let reason = |r: &AlphaRecord| match &r.status {
         Status::Accepted => String::new(),
@@ -227,12 +260,13 @@ pub fn write_export(records: &[AlphaRecord], format: Format, path: &Path) -> Res
         }
     }
     let mut df = DataFrame::new(records.len(), cols).map_err(|e| KbError::Invalid(e.to_string()))?;
-    let f = std::fs::File::create(path).map_err(|e| KbError::Io { path: path.to_path_buf(), err: e })?;
+    let f = std::fs::File::create(path).map_err(io)?;
     let res = match format {
         Format::Csv => CsvWriter::new(f).finish(&mut df).map(|_| ()),
         Format::Parquet => ParquetWriter::new(f).finish(&mut df).map(|_| ()),
         Format::Json => serde_json::to_writer_pretty(std::io::BufWriter::new(f), records)
             .map_err(|e| PolarsError::ComputeError(e.to_string().into())),
+        Format::Toml => Ok(()),
     };
     res.map_err(|e| KbError::Invalid(format!("{}: {e}", path.display())))
 }
