@@ -369,10 +369,10 @@ fn writer_fields_reach_the_writer_and_unknown_ones_are_refused() {
 
 /// `[mine]` in the config sets the bar and the effort per idea: a run mines with them (no
 /// train bar and a valid Rank IC bar of 1 reject every idea for its valid Rank IC; two
-/// rounds per idea),
-/// records them in run.json and in `runs show --json`, and a resume under a config that
-/// has changed them is refused, naming the setting; a value out of range, or a misspelt
-/// name, stops before anything runs, naming the file and the setting.
+/// rounds per idea), records them in run.json and in `runs show --json` (`runs` lists its
+/// writer and model), and a resume under a config that has changed them is refused,
+/// naming the setting; a value out of range, or a misspelt name, stops before anything
+/// runs, naming the file and the setting.
 #[test]
 fn mine_settings_in_the_config_set_the_bar_and_stay_with_the_run() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -397,6 +397,10 @@ fn mine_settings_in_the_config_set_the_bar_and_stay_with_the_run() {
     let out = common::bin().env("ALPHALOOP_RUNS", &runs).args(["runs", "show", "bar", "--json"]).output().expect("runs show");
     let shown: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(shown["plan"]["mine"], plan["mine"]);
+    // The list says which arm each run is.
+    let out = common::bin().env("ALPHALOOP_RUNS", &runs).args(["runs", "--json"]).output().expect("runs");
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(list[0]["settings"], "--writer gp --llm local", "{list}");
 
     with("min_train_rank_ic = -1\nmin_valid_rank_ic = 0.01\nrounds = 2");
     let out = mine(&cfg, &runs, &["--resume", "bar", "--ideas", "1"]).output().expect("runs");

@@ -536,6 +536,7 @@ struct RunSummary<'a> {
     secs: f64,
     /// Where the records went (for a run just mined).
     kb: Option<String>,
+    /// What the run was started with (its settings resolved).
     plan: Option<&'a RunPlan>,
 }
 
@@ -573,7 +574,7 @@ fn summary(s: RunSummary<'_>, json: bool) -> Result<()> {
         100.0 * t[3] / total
     );
     if let Some(p) = plan {
-        let mine = serde_json::to_value(p.mine.resolved()).unwrap_or_default();
+        let mine = serde_json::to_value(&p.mine).unwrap_or_default();
         let mine = mine.as_object().map(|m| m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")).unwrap_or_default();
         println!("settings: {}; [mine] {mine}", p.flags());
     }
@@ -633,14 +634,16 @@ pub fn runs(cmd: Option<RunsCmd>, json: bool) -> Result<i32> {
                     let acc = o.iter().filter(|x| x.status == "accepted").count();
                     let tok: u64 = o.iter().map(|x| x.prompt_tokens + x.completion_tokens).sum();
                     let best = o.iter().filter(|x| x.status == "accepted").filter_map(|x| x.valid_rank_ic).fold(f64::NAN, f64::max);
-                    rows.push(vec![id.clone(), o.len().to_string(), acc.to_string(), super::table::num(best), tok.to_string()]);
-                    out.push(serde_json::json!({"id": id, "ideas": o.len(), "accepted": acc, "best_valid_rank_ic": best, "tokens": tok}));
+                    // Which arm a run is (runs of earlier versions kept no plan).
+                    let flags = RunPlan::read(&dir.join(&id)).ok().flatten().map(|p| p.flags());
+                    rows.push(vec![id.clone(), flags.clone().unwrap_or_else(|| "-".into()), o.len().to_string(), acc.to_string(), super::table::num(best), tok.to_string()]);
+                    out.push(serde_json::json!({"id": id, "settings": flags, "ideas": o.len(), "accepted": acc, "best_valid_rank_ic": best, "tokens": tok}));
                 }
             }
             if json {
                 println!("{}", serde_json::to_string_pretty(&out)?);
             } else {
-                println!("{}", render(&["run", "ideas", "accepted", "best valid rank_ic", "tokens"], &rows));
+                println!("{}", render(&["run", "settings", "ideas", "accepted", "best valid rank_ic", "tokens"], &rows));
             }
         }
         RunsCmd::Show { id, plot } => {
