@@ -1,4 +1,4 @@
-//! The self-improvement curve as a PNG (plotters, bitmap backend). Text needs a TrueType
+//! Line and scatter plots as PNG (plotters, bitmap backend). Text needs a TrueType
 //! font: DejaVu Sans (Debian's `fonts-dejavu-core`) or `$ALPHALOOP_FONT`; without one the
 //! plot is drawn without labels and a warning says so.
 
@@ -63,6 +63,13 @@ pub fn check_png(path: &Path) -> Result<(), String> {
     }
 }
 
+/// An x tick's label: years and idea numbers read as 2004 and 20, not 2004.0 and 20.0.
+/// Ticks are round numbers, so six decimals show any of them without a float's tail.
+fn tick_label(x: f64) -> String {
+    // (+ 0.0 turns −0 into 0.)
+    format!("{}", (x * 1e6).round() / 1e6 + 0.0)
+}
+
 /// Draws lines against a shared x axis into a PNG.
 pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Result<(), String> {
     check_png(path)?;
@@ -88,7 +95,8 @@ pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[S
         .build_cartesian_2d((x0 - xpad)..(x1 + xpad), (y0 - pad)..(y1 + pad))
         .map_err(|e| err(&e))?;
     let mut mesh = chart.configure_mesh();
-    mesh.x_desc(x_label).y_desc(y_label);
+    let tick = |x: &f64| tick_label(*x);
+    mesh.x_desc(x_label).y_desc(y_label).x_label_formatter(&tick);
     if !has_font {
         mesh.disable_x_axis().disable_y_axis();
     }
@@ -123,4 +131,13 @@ pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[S
     }
     root.present().map_err(|e| err(&e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tick_labels_have_no_float_tails() {
+        let l = super::tick_label;
+        assert_eq!([l(2004.0), l(20.0), l(0.005), l(0.1 + 0.2), l(-0.0), l(-0.015000000000000001)], ["2004", "20", "0.005", "0.3", "0", "-0.015"]);
+    }
 }
