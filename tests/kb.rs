@@ -319,7 +319,7 @@ fn kb_cli_end_to_end() {
     assert!(hold.iter().all(|h| h["test"]["rank_ic"].as_f64().is_some_and(f64::is_finite) && h["test"]["n_days"].as_u64() > Some(200)), "{hold:?}");
     let png = dir.path().join("holdout.png");
     let text = run(&["holdout", "-n", "3", "--plot", png.to_str().expect("utf8")]);
-    assert!(text.contains("period test (2018-01-02..2018-12-31)") && text.contains("3 alphas: mean Rank IC train"), "{text}");
+    assert!(text.contains("period test (2018-01-02..2018-12-31)") && text.contains("3 alphas: mean Rank IC train") && text.contains("among 101 attempts"), "{text}");
     let bytes = std::fs::read(&png).expect("plot written");
     assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5_000, "{} bytes", bytes.len());
     let again: serde_json::Value = serde_json::from_str(&run(&["--json", "stats"])).expect("json");

@@ -465,6 +465,10 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
             num(mean(|x| x.2)),
             tested.len()
         );
+        // How wide the selection was: the best of many attempts on valid is flattered
+        // there by chance (the more attempts, the more); test is the unbiased figure.
+        let attempts = kb.count(&Filter::new())?;
+        println!("chosen on train and valid among {attempts} attempts in the knowledge base (every status); their valid Rank IC is flattered by that choice, the test one is not");
     }
     for row in rows.iter().filter(|r| r.error.is_some()) {
         println!("{}: {}", row.id, row.error.as_deref().unwrap_or(""));
