@@ -27,6 +27,31 @@ fn eval_json_has_the_documented_keys() {
     assert!(v["coverage"].as_f64().is_some_and(|c| c > 0.99));
 }
 
+/// `--period train,valid` (or `--period` twice) puts one expression's metrics side by side,
+/// each the same as that period alone gives; several periods with a file are refused.
+#[test]
+fn several_periods_side_by_side() {
+    let data = sample_arg();
+    let e = "-1 * rank(delta(close, 5))";
+    let (a, b) = ("2015-06-01:2016-12-31", "2018-01-01:");
+    let (code, out, err) = run(&["eval", "--data", &data, "--period", &format!("{a},{b}"), "--json", e]);
+    assert_eq!(code, 0, "{err}");
+    let both: serde_json::Value = serde_json::from_str(&out).expect("json object");
+    for period in [a, b] {
+        let (code, out, err) = run(&["eval", "--data", &data, "--period", period, "--json", e]);
+        assert_eq!(code, 0, "{err}");
+        let alone: serde_json::Value = serde_json::from_str(&out).expect("json object");
+        assert_eq!(both[period], alone, "{period}");
+    }
+    let (code, out, err) = run(&["eval", "--data", &data, "--period", a, "--period", "2017-01-01:2017-12-31", e]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("periods 2015-06-01:2016-12-31 (2015-06-01..2016-12-30), 2017-01-01:2017-12-31 (2017-01-03..2017-12-29)"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("metric") && l.ends_with("2015-06-01:2016-12-31  2017-01-01:2017-12-31")), "{out}");
+    assert!(out.contains("quintile mean label, lowest to highest signal, 2017-01-01:2017-12-31: "), "{out}");
+    let (code, _, err) = run(&["eval", "--data", &data, "--period", "train,valid", "--file", "alpha_kb/seeds/alpha101.toml"]);
+    assert!(code == 2 && err.contains("several periods (--period train,valid) go with one expression"), "{code} {err}");
+}
+
 /// A signal with no scored date gets a line saying why, not only a table of dashes.
 #[test]
 fn a_signal_without_scored_dates_is_explained() {

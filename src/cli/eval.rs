@@ -36,9 +36,11 @@ pub struct EvalArgs {
     pub timeout: u64,
     #[command(flatten)]
     pub data: DataArgs,
-    /// Scored dates: train, valid, test, all, or START:END (YYYY-MM-DD, either side may be empty).
-    #[arg(long, default_value = "valid")]
-    pub period: Period,
+    /// Scored dates: train, valid, test, all, or START:END (YYYY-MM-DD, either side may be
+    /// empty). Several, comma-separated (`train,valid`), put one expression's metrics side
+    /// by side, each period on data cut at its own end.
+    #[arg(long, default_value = "valid", value_delimiter = ',')]
+    pub period: Vec<Period>,
     /// Cost per unit of turnover in basis points, 0 or more (default 5, or the config's).
     #[arg(long, value_parser = cost_bps)]
     pub cost_bps: Option<f64>,
@@ -96,13 +98,27 @@ pub fn run(args: EvalArgs, cfg: &Config) -> Result<i32> {
         (None, Some(_), None, None) | (None, None, Some(_), None) | (None, None, None, Some(_)) => None,
         _ => bail!("give an expression, --file FILE, --python FILE or --wasm FILE"),
     };
+    // (With several periods, `eval_periods` prepares each.)
+    let period = match args.period.as_slice() {
+        [] => bail!("--period needs a period: train, valid, test, all or START:END"),
+        [one] => one.clone(),
+        several => {
+            if expr.is_none() || args.dump.is_some() || args.plot.is_some() {
+                bail!("several periods (--period {}) go with one expression, without --dump or --plot; give --file, --python, --wasm, --dump and --plot one period", several.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(","));
+            }
+            Period::All
+        }
+    };
     let alphas = resolver(&args, &file_defs)?;
     let data = load_data(&args.data, cfg, args.json)?;
     let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &data);
     let base = cfg.metrics();
     let mcfg = MetricsConfig { horizon: args.horizon as usize, gap: args.gap as usize, cost_bps: args.cost_bps.unwrap_or(base.cost_bps), ..base };
+    if let (Some(e), [_, _, ..]) = (&expr, args.period.as_slice()) {
+        return eval_periods(e, &args, &data, &splits, mcfg, &alphas);
+    }
     let t0 = std::time::Instant::now();
-    let prep = prepare(&data, &args.period, &splits, mcfg)?;
+    let prep = prepare(&data, &period, &splits, mcfg)?;
     tracing::debug!("labels and their ranks for {} dates in {:.2?}", prep.data.n_dates(), t0.elapsed());
 
     if let Some(py) = &args.python {
@@ -122,6 +138,81 @@ pub fn run(args: EvalArgs, cfg: &Config) -> Result<i32> {
 
 fn print_expr_error(e: &ExprError) {
     eprintln!("error: {}", e.render());
+}
+
+/// One expression on several periods, side by side; each period is scored on the data cut
+/// at its own end, as one period alone would be.
+fn eval_periods(expr: &str, args: &EvalArgs, data: &MarketData, splits: &Splits, mcfg: MetricsConfig, alphas: &AlphaSet) -> Result<i32> {
+    let mut done: Vec<(crate::backtest::Prepared, Metrics)> = Vec::new();
+    for p in &args.period {
+        let prep = prepare(data, p, splits, mcfg.clone())?;
+        let mut c = Compiler::new(Schema::of(&prep.data), alphas);
+        let root = match c.add(expr) {
+            Ok(r) => r,
+            Err(e) => {
+                print_expr_error(&e);
+                return Ok(1);
+            }
+        };
+        let mut signal = None;
+        evaluate(&c.graph, &[root], &prep.data, |_, s| signal = Some(s));
+        let signal = signal.context("the expression produced no value")?;
+        let m = prep.scorer.score(&signal);
+        done.push((prep, m));
+    }
+    if args.json {
+        let by_period: serde_json::Map<String, serde_json::Value> = done.iter().map(|(p, m)| Ok((p.period.to_string(), serde_json::to_value(m)?))).collect::<Result<_>>()?;
+        println!("{}", serde_json::to_string_pretty(&by_period)?);
+        return Ok(0);
+    }
+    println!("alpha  {expr}");
+    let spans: Vec<String> = done.iter().map(|(p, _)| span(p)).collect();
+    println!("{}", header_of(&done[0].0, &format!("periods {}", spans.join(", "))));
+    if expr.to_ascii_lowercase().contains("vwap") && data.vwap_is_typical() {
+        println!("note   vwap is the typical price (high + low + close) / 3: the data has no true VWAP");
+    }
+    let ms: Vec<&Metrics> = done.iter().map(|(_, m)| m).collect();
+    let names: Vec<String> = done.iter().map(|(p, _)| p.period.to_string()).collect();
+    let rows: Vec<Vec<String>> = metric_rows(&ms);
+    let head: Vec<&str> = std::iter::once("metric").chain(names.iter().map(String::as_str)).collect();
+    println!("{}", render(&head, &rows));
+    for ((prep, m), name) in done.iter().zip(&names) {
+        println!("quintile mean label, lowest to highest signal, {name}: {}", quintiles(m));
+        if m.n_days == 0 {
+            let c = prep.scorer.config();
+            println!("note   {name}: {}", no_days(m, prep.data.n_assets(), c.min_stocks, c.gap + c.horizon));
+        }
+    }
+    Ok(0)
+}
+
+/// The metrics table's rows: each metric's name, then its value in each of `ms`.
+fn metric_rows(ms: &[&Metrics]) -> Vec<Vec<String>> {
+    let row = |name: &str, f: &dyn Fn(&Metrics) -> String| std::iter::once(name.to_string()).chain(ms.iter().map(|m| f(m))).collect::<Vec<_>>();
+    type Getter = fn(&Metrics) -> f64;
+    let metrics: [(&str, Getter); 14] = [
+        ("ic", |m| m.ic),
+        ("rank_ic", |m| m.rank_ic),
+        ("icir", |m| m.icir),
+        ("rank_icir", |m| m.rank_icir),
+        ("ic_tstat", |m| m.ic_tstat),
+        ("ic_h5", |m| m.ic_h5),
+        ("ic_h10", |m| m.ic_h10),
+        ("ic_h20", |m| m.ic_h20),
+        ("sharpe (net)", |m| m.sharpe),
+        ("ann_return (net)", |m| m.ann_return),
+        ("max_drawdown", |m| m.max_drawdown),
+        ("turnover", |m| m.turnover),
+        ("coverage", |m| m.coverage),
+        ("distinctness", |m| m.distinctness),
+    ];
+    metrics.iter().map(|(name, f)| row(name, &|m| num(f(m)))).chain(std::iter::once(row("n_days", &|m| m.n_days.to_string()))).collect()
+}
+
+/// The quintiles' mean labels in basis points, lowest signal first.
+fn quintiles(m: &Metrics) -> String {
+    let q: Vec<String> = m.quintile_returns.iter().map(|v| if v.is_finite() { format!("{:+.2}bp", v * 1e4) } else { "-".into() }).collect();
+    q.join("  ")
 }
 
 fn eval_one(expr: &str, args: &EvalArgs, prep: &crate::backtest::Prepared, alphas: &AlphaSet, splits: &Splits) -> Result<i32> {
@@ -226,21 +317,30 @@ fn plot_book(path: &Path, expr: &str, data: &MarketData, daily: &crate::backtest
 }
 
 pub(super) fn header(prep: &crate::backtest::Prepared) -> String {
+    header_of(prep, &format!("period {}", span(prep)))
+}
+
+/// The period and its first and last scored dates: `valid (2013-01-02..2015-12-31)`.
+fn span(prep: &crate::backtest::Prepared) -> String {
+    let d = &prep.data;
+    let (s, e) = prep.scorer.span();
+    match (d.dates.get(s), e.checked_sub(1).and_then(|l| d.dates.get(l))) {
+        (Some(a), Some(b)) => format!("{} ({a}..{b})", prep.period),
+        _ => prep.period.to_string(),
+    }
+}
+
+/// The data, the periods (as given), the label and the cost a table was scored with.
+fn header_of(prep: &crate::backtest::Prepared, periods: &str) -> String {
     let c = prep.scorer.config();
     let d = &prep.data;
     // The shipped S&P 500 files are today's constituents; a user's own data may not be.
     let shipped = d.source.file_name().and_then(|f| f.to_str()).is_some_and(|f| f.starts_with("sp500_"));
     let bias = if shipped { "; constituents as of 2021: survivorship bias" } else { "" };
-    let (s, e) = prep.scorer.span();
-    let dates = match (d.dates.get(s), e.checked_sub(1).and_then(|l| d.dates.get(l))) {
-        (Some(a), Some(b)) => format!(" ({a}..{b})"),
-        _ => String::new(),
-    };
     format!(
-        "data {} ({} stocks{bias}), period {}{dates}, label close(t+{})->close(t+{}), cost {} bps",
+        "data {} ({} stocks{bias}), {periods}, label close(t+{})->close(t+{}), cost {} bps",
         d.source.display(),
         d.n_assets(),
-        prep.period,
         c.gap,
         c.gap + c.horizon,
         c.cost_bps
@@ -253,29 +353,8 @@ fn print_metrics(expr: &str, m: &Metrics, prep: &crate::backtest::Prepared) {
     if expr.to_ascii_lowercase().contains("vwap") && prep.data.vwap_is_typical() {
         println!("note   vwap is the typical price (high + low + close) / 3: the data has no true VWAP");
     }
-    let rows: Vec<Vec<String>> = [
-        ("ic", m.ic),
-        ("rank_ic", m.rank_ic),
-        ("icir", m.icir),
-        ("rank_icir", m.rank_icir),
-        ("ic_tstat", m.ic_tstat),
-        ("ic_h5", m.ic_h5),
-        ("ic_h10", m.ic_h10),
-        ("ic_h20", m.ic_h20),
-        ("sharpe (net)", m.sharpe),
-        ("ann_return (net)", m.ann_return),
-        ("max_drawdown", m.max_drawdown),
-        ("turnover", m.turnover),
-        ("coverage", m.coverage),
-        ("distinctness", m.distinctness),
-    ]
-    .iter()
-    .map(|(k, v)| vec![k.to_string(), num(*v)])
-    .chain(std::iter::once(vec!["n_days".into(), m.n_days.to_string()]))
-    .collect();
-    println!("{}", render(&["metric", "value"], &rows));
-    let q: Vec<String> = m.quintile_returns.iter().map(|v| if v.is_finite() { format!("{:+.2}bp", v * 1e4) } else { "-".into() }).collect();
-    println!("quintile mean label, lowest to highest signal: {}", q.join("  "));
+    println!("{}", render(&["metric", "value"], &metric_rows(&[m])));
+    println!("quintile mean label, lowest to highest signal: {}", quintiles(m));
     if m.n_days == 0 {
         let c = prep.scorer.config();
         println!("note   {}", no_days(m, prep.data.n_assets(), c.min_stocks, c.gap + c.horizon));
