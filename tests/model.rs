@@ -59,6 +59,13 @@ fn trains_saves_reloads_and_predicts_identically() {
     assert_eq!(v.as_array().expect("array").len(), a.len());
     assert_eq!(v[0]["symbol"], a[0].0.as_str());
     assert!((v[0]["score"].as_f64().expect("score") - a[0].1).abs() < 1e-6);
+    // `-n 2`: the two best and the two worst, the rest counted.
+    let out = common::bin().args(["predict", "-n", "2", "--model"]).arg(&path).arg("--data").arg(common::shared("data/sp500_sample.parquet")).output().expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let symbols: Vec<&str> = text.lines().skip(3).filter_map(|l| l.split_whitespace().next()).collect();
+    let (first, last) = (a[0].0.as_str(), a[a.len() - 1].0.as_str());
+    assert_eq!((symbols.len(), symbols[0], symbols[2], symbols[4]), (5, first, "...", last), "{text}");
+    assert!(text.contains(&format!("{} more", a.len() - 4)), "{text}");
     // A day without trading names the trading days around it; a missing model is named.
     let predict = |model: &std::path::Path, date: &str| {
         let out = common::bin().arg("predict").arg("--model").arg(model).args(["--date", date, "--data"]).arg(common::shared("data/sp500_sample.parquet")).output().expect("runs");

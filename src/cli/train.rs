@@ -100,6 +100,10 @@ pub struct PredictArgs {
     /// Print the scores as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print only the N best and the N worst (the two legs of a book); --out and --json
+    /// keep every stock.
+    #[arg(short = 'n', long)]
+    pub n: Option<usize>,
 }
 
 /// The seed alphas that compile on this data (the `cap` one does not).
@@ -392,7 +396,16 @@ pub fn run_predict(args: PredictArgs, cfg: &Config) -> Result<i32> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!("scores for {} ({} stocks, best first)", data.dates[t], scores.len());
-        let rows: Vec<Vec<String>> = scores.iter().map(|(s, x)| vec![s.clone(), format!("{x:.6}")]).collect();
+        let row = |(s, x): &(String, f64)| vec![s.clone(), format!("{x:.6}")];
+        let mut rows: Vec<Vec<String>> = Vec::new();
+        match args.n {
+            Some(n) if 2 * n < scores.len() => {
+                rows.extend(scores[..n].iter().map(row));
+                rows.push(vec!["...".into(), format!("{} more", scores.len() - 2 * n)]);
+                rows.extend(scores[scores.len() - n..].iter().map(row));
+            }
+            _ => rows.extend(scores.iter().map(row)),
+        }
         println!("{}", render(&["symbol", "score"], &rows));
     }
     Ok(0)
