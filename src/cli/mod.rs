@@ -50,6 +50,10 @@ pub enum Command {
     /// List every operator of the expression language with its exact meaning.
     Ops,
     /// Mine alphas: the LLM writer/judge loops over an idea library, into the knowledge base.
+    ///
+    /// What an alpha must show to be accepted (train and valid Rank IC, coverage, novelty)
+    /// and how many writer/judge rounds an idea gets are `[mine]` settings of the config
+    /// file (README, "Mining"); a run keeps them in its run.json.
     Mine(mine::MineArgs),
     /// Mining runs and their summaries.
     Runs {
