@@ -52,6 +52,26 @@ fn several_periods_side_by_side() {
     assert!(code == 2 && err.contains("several periods (--period train,valid) go with one expression"), "{code} {err}");
 }
 
+/// `--by-year` scores each calendar year of the period alone: a year's metrics are those of
+/// that year given as the period.
+#[test]
+fn by_year_scores_each_year_as_its_own_period() {
+    let data = sample_arg();
+    let e = "rank(volume / adv20)";
+    let (code, out, err) = run(&["eval", "--data", &data, "--period", "all", "--by-year", "--json", e]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json object");
+    let years = v["by_year"].as_array().expect("by_year");
+    assert_eq!(years.iter().map(|y| y["year"].as_i64().expect("year")).collect::<Vec<_>>(), [2015, 2016, 2017, 2018]);
+    let (code, out, err) = run(&["eval", "--data", &data, "--period", "2016-01-01:2016-12-31", "--json", e]);
+    assert_eq!(code, 0, "{err}");
+    let alone: serde_json::Value = serde_json::from_str(&out).expect("json object");
+    assert_eq!(years[1]["metrics"], alone);
+    let (code, out, err) = run(&["eval", "--data", &data, "--period", "all", "--by-year", e]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().any(|l| l.starts_with("2017 ")) && out.contains("years (each year's labels end with it)"), "{out}");
+}
+
 /// A signal with no scored date gets a line saying why, not only a table of dashes.
 #[test]
 fn a_signal_without_scored_dates_is_explained() {

@@ -62,6 +62,10 @@ pub struct EvalArgs {
     /// costs, into a PNG.
     #[arg(long, conflicts_with = "file")]
     pub plot: Option<PathBuf>,
+    /// Also score each calendar year of the period on its own (is the edge steady, or one
+    /// good year?); a year's labels end with it, as a period's do.
+    #[arg(long, conflicts_with = "file")]
+    pub by_year: bool,
     /// Print JSON (an object, or an array with `id` for --file).
     #[arg(long)]
     pub json: bool,
@@ -103,8 +107,8 @@ pub fn run(args: EvalArgs, cfg: &Config) -> Result<i32> {
         [] => bail!("--period needs a period: train, valid, test, all or START:END"),
         [one] => one.clone(),
         several => {
-            if expr.is_none() || args.dump.is_some() || args.plot.is_some() {
-                bail!("several periods (--period {}) go with one expression, without --dump or --plot; give --file, --python, --wasm, --dump and --plot one period", several.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(","));
+            if expr.is_none() || args.dump.is_some() || args.plot.is_some() || args.by_year {
+                bail!("several periods (--period {}) go with one expression, without --dump, --plot or --by-year; give those one period", several.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(","));
             }
             Period::All
         }
@@ -273,10 +277,19 @@ fn report(expr: &str, signal: &Panel, args: &EvalArgs, prep: &crate::backtest::P
         let (start, end) = prep.period.indices(splits, &prep.data)?;
         dump(&prep.data, signal, start, end, out)?;
     }
+    let years = if args.by_year { by_year(signal, prep)? } else { Vec::new() };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&m)?);
+        let mut v = serde_json::to_value(&m)?;
+        if let (true, Some(o)) = (args.by_year, v.as_object_mut()) {
+            let rows = years.iter().map(|(y, m)| Ok(serde_json::json!({"year": y, "metrics": serde_json::to_value(m)?}))).collect::<Result<Vec<_>>>()?;
+            o.insert("by_year".into(), rows.into());
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print_metrics(expr, &m, prep);
+        if args.by_year {
+            print_years(&years);
+        }
     }
     // After the metrics, so that a plot that cannot be written does not hide them.
     if let (Some(path), Some(daily)) = (&args.plot, daily) {
@@ -284,6 +297,39 @@ fn report(expr: &str, signal: &Panel, args: &EvalArgs, prep: &crate::backtest::P
         super::wrote(path, args.json);
     }
     Ok(0)
+}
+
+/// The signal scored on each calendar year of the prepared period alone (its labels end
+/// with the year, as a period's do). The signal was computed on data cut at the period's
+/// end, and no operator reads a later date, so each year's values are those it would have
+/// on data cut at the year's end.
+fn by_year(signal: &Panel, prep: &crate::backtest::Prepared) -> Result<Vec<(i32, Metrics)>> {
+    let (start, end) = prep.scorer.span();
+    let dates = &prep.data.dates[start..end];
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < dates.len() {
+        let year = dates[i].ymd().0;
+        let n = dates[i..].iter().take_while(|d| d.ymd().0 == year).count();
+        let scorer = Scorer::new(&prep.data, start + i, start + i + n, prep.scorer.config().clone())?;
+        out.push((year, scorer.score(signal)));
+        i += n;
+    }
+    Ok(out)
+}
+
+fn print_years(years: &[(i32, Metrics)]) {
+    let rows: Vec<Vec<String>> = years
+        .iter()
+        .map(|(y, m)| {
+            let v = [m.rank_ic, m.ic, m.rank_icir, m.sharpe, m.ann_return, m.max_drawdown, m.turnover, m.coverage];
+            std::iter::once(y.to_string()).chain(v.iter().map(|x| num(*x))).chain(std::iter::once(m.n_days.to_string())).collect()
+        })
+        .collect();
+    println!("{}", render(&["year", "rank_ic", "ic", "rank_icir", "sharpe", "ann_ret", "max_dd", "turnover", "coverage", "n_days"], &rows));
+    let pos = years.iter().filter(|(_, m)| m.rank_ic > 0.0).count();
+    let scored = years.iter().filter(|(_, m)| m.rank_ic.is_finite()).count();
+    println!("Rank IC above 0 in {pos} of {scored} years (each year's labels end with it)");
 }
 
 /// The cumulative sums of the daily book returns, before and after costs (the sum whose
