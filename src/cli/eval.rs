@@ -102,27 +102,22 @@ pub fn run(args: EvalArgs, cfg: &Config) -> Result<i32> {
         (None, Some(_), None, None) | (None, None, Some(_), None) | (None, None, None, Some(_)) => None,
         _ => bail!("give an expression, --file FILE, --python FILE or --wasm FILE"),
     };
-    // (With several periods, `eval_periods` prepares each.)
-    let period = match args.period.as_slice() {
-        [] => bail!("--period needs a period: train, valid, test, all or START:END"),
-        [one] => one.clone(),
-        several => {
-            if expr.is_none() || args.dump.is_some() || args.plot.is_some() || args.by_year {
-                bail!("several periods (--period {}) go with one expression, without --dump, --plot or --by-year; give those one period", several.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(","));
-            }
-            Period::All
-        }
-    };
+    let several = args.period.len() > 1;
+    if several && (expr.is_none() || args.dump.is_some() || args.plot.is_some() || args.by_year) {
+        let list = args.period.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(",");
+        bail!("several periods (--period {list}) go with one expression, without --dump, --plot or --by-year; give those one period");
+    }
+    let Some(period) = args.period.first() else { bail!("--period needs a period: train, valid, test, all or START:END") };
     let alphas = resolver(&args, &file_defs)?;
     let data = load_data(&args.data, cfg, args.json)?;
     let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &data);
     let base = cfg.metrics();
     let mcfg = MetricsConfig { horizon: args.horizon as usize, gap: args.gap as usize, cost_bps: args.cost_bps.unwrap_or(base.cost_bps), ..base };
-    if let (Some(e), [_, _, ..]) = (&expr, args.period.as_slice()) {
+    if let (true, Some(e)) = (several, &expr) {
         return eval_periods(e, &args, &data, &splits, mcfg, &alphas);
     }
     let t0 = std::time::Instant::now();
-    let prep = prepare(&data, &period, &splits, mcfg)?;
+    let prep = prepare(&data, period, &splits, mcfg)?;
     tracing::debug!("labels and their ranks for {} dates in {:.2?}", prep.data.n_dates(), t0.elapsed());
 
     if let Some(py) = &args.python {
@@ -172,9 +167,7 @@ fn eval_periods(expr: &str, args: &EvalArgs, data: &MarketData, splits: &Splits,
     println!("alpha  {expr}");
     let spans: Vec<String> = done.iter().map(|(p, _)| span(p)).collect();
     println!("{}", header_of(&done[0].0, &format!("periods {}", spans.join(", "))));
-    if expr.to_ascii_lowercase().contains("vwap") && data.vwap_is_typical() {
-        println!("note   vwap is the typical price (high + low + close) / 3: the data has no true VWAP");
-    }
+    vwap_note([expr], data);
     let ms: Vec<&Metrics> = done.iter().map(|(_, m)| m).collect();
     let names: Vec<String> = done.iter().map(|(p, _)| p.period.to_string()).collect();
     let rows: Vec<Vec<String>> = metric_rows(&ms);
@@ -188,6 +181,13 @@ fn eval_periods(expr: &str, args: &EvalArgs, data: &MarketData, splits: &Splits,
         }
     }
     Ok(0)
+}
+
+/// Says so where an expression reads a vwap the data does not have.
+fn vwap_note<'a>(exprs: impl IntoIterator<Item = &'a str>, data: &MarketData) {
+    if exprs.into_iter().any(|e| e.to_ascii_lowercase().contains("vwap")) && data.vwap_is_typical() {
+        println!("note   vwap is the typical price (high + low + close) / 3: the data has no true VWAP");
+    }
 }
 
 /// The metrics table's rows: each metric's name, then its value in each of `ms`.
@@ -396,9 +396,7 @@ fn header_of(prep: &crate::backtest::Prepared, periods: &str) -> String {
 fn print_metrics(expr: &str, m: &Metrics, prep: &crate::backtest::Prepared) {
     println!("alpha  {expr}");
     println!("{}", header(prep));
-    if expr.to_ascii_lowercase().contains("vwap") && prep.data.vwap_is_typical() {
-        println!("note   vwap is the typical price (high + low + close) / 3: the data has no true VWAP");
-    }
+    vwap_note([expr], &prep.data);
     println!("{}", render(&["metric", "value"], &metric_rows(&[m])));
     println!("quintile mean label, lowest to highest signal: {}", quintiles(m));
     if m.n_days == 0 {
@@ -465,9 +463,7 @@ fn eval_file(defs: &[AlphaDef], args: &EvalArgs, prep: &crate::backtest::Prepare
         key(b).total_cmp(&key(a))
     });
     println!("{}", header(prep));
-    if defs.iter().any(|d| d.formula.to_ascii_lowercase().contains("vwap")) && prep.data.vwap_is_typical() {
-        println!("note: vwap is the typical price (high + low + close) / 3: the data has no true VWAP");
-    }
+    vwap_note(defs.iter().map(|d| d.formula.as_str()), &prep.data);
     let table: Vec<Vec<String>> = ok
         .iter()
         .enumerate()
