@@ -145,17 +145,7 @@ fn eval_periods(expr: &str, args: &EvalArgs, data: &MarketData, splits: &Splits,
     let mut done: Vec<(crate::backtest::Prepared, Metrics)> = Vec::new();
     for p in &args.period {
         let prep = prepare(data, p, splits, mcfg.clone())?;
-        let mut c = Compiler::new(Schema::of(&prep.data), alphas);
-        let root = match c.add(expr) {
-            Ok(r) => r,
-            Err(e) => {
-                print_expr_error(&e);
-                return Ok(1);
-            }
-        };
-        let mut signal = None;
-        evaluate(&c.graph, &[root], &prep.data, |_, s| signal = Some(s));
-        let signal = signal.context("the expression produced no value")?;
+        let Some(signal) = signal_of(expr, &prep.data, alphas)? else { return Ok(1) };
         let m = prep.scorer.score(&signal);
         done.push((prep, m));
     }
@@ -220,18 +210,23 @@ fn quintiles(m: &Metrics) -> String {
 }
 
 fn eval_one(expr: &str, args: &EvalArgs, prep: &crate::backtest::Prepared, alphas: &AlphaSet, splits: &Splits) -> Result<i32> {
-    let mut c = Compiler::new(Schema::of(&prep.data), alphas);
+    let Some(signal) = signal_of(expr, &prep.data, alphas)? else { return Ok(1) };
+    report(expr, &signal, args, prep, splits)
+}
+
+/// The expression's signal on `data`; None once an error in the expression is printed.
+fn signal_of(expr: &str, data: &MarketData, alphas: &AlphaSet) -> Result<Option<Arc<Panel>>> {
+    let mut c = Compiler::new(Schema::of(data), alphas);
     let root = match c.add(expr) {
         Ok(r) => r,
         Err(e) => {
             print_expr_error(&e);
-            return Ok(1);
+            return Ok(None);
         }
     };
     let mut signal = None;
-    evaluate(&c.graph, &[root], &prep.data, |_, p| signal = Some(p));
-    let signal = signal.context("the expression produced no value")?;
-    report(expr, &signal, args, prep, splits)
+    evaluate(&c.graph, &[root], data, |_, p| signal = Some(p));
+    signal.context("the expression produced no value").map(Some)
 }
 
 /// A Python factor file through the sandbox (with its look-ahead check), then the same
