@@ -77,7 +77,8 @@ pub enum KbCmd {
         /// The record's id.
         id: String,
     },
-    /// Write the records to a file (or stdout without --out): JSON, a CSV or Parquet table, or the expressions as a TOML alpha file.
+    /// Write the records to a file (or stdout without --out): JSON, a CSV or Parquet table,
+    /// or the expressions as a TOML alpha file.
     Export {
         /// The file format (default: the --out file's extension, else json; parquet needs
         /// --out). toml writes the expressions as an alpha file for `eval --file`.

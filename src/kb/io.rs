@@ -162,8 +162,8 @@ pub enum Format {
     Csv,
     Parquet,
     /// The expressions as an alpha file (`[[alpha]]` id, formula), which `eval --file`,
-    /// `kb import` and `mine`'s `alpha:ID` references read: mined alphas taken to other data
-    /// or another KB.
+    /// `eval --alphas` (for `alpha:ID`) and `kb import` read: mined alphas taken to other
+    /// data or another KB.
     Toml,
 }
 
