@@ -1,5 +1,5 @@
 //! Alpha files: a TOML list of `[[alpha]]` tables with `id` and `formula` (and optional
-//! `source`, `name`, `idea`). The seed library `alpha_kb/seeds/alpha101.toml` and the
+//! `source`, `name`, `idea`, `family`). The seed library `alpha_kb/seeds/alpha101.toml` and the
 //! input of `alphaloop eval --file` share this format. A `.txt` file is a plain list, one
 //! formula per line (blank lines and `#` comments skipped), each named after the file and
 //! its line (`mine_007` for line 7 of `mine.txt`): the form alphas are usually kept in.
@@ -19,6 +19,9 @@ pub struct AlphaDef {
     pub idea: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// The idea family (`kb export` writes it, `kb import` keeps it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -93,6 +96,7 @@ fn from_lines(path: &Path, text: &str) -> Vec<AlphaDef> {
             name: None,
             idea: None,
             source: Some(format!("{}, line {}", path.display(), i + 1)),
+            family: None,
         })
         .collect()
 }

@@ -28,7 +28,7 @@ fn view() -> &'static MiningView {
 }
 
 fn def(id: &str, formula: &str, idea: &str) -> AlphaDef {
-    AlphaDef { id: id.into(), formula: formula.into(), name: None, idea: Some(idea.into()), source: None }
+    AlphaDef { id: id.into(), formula: formula.into(), name: None, idea: Some(idea.into()), source: None, family: None }
 }
 
 /// Evaluates and stores formulas as accepted records.
@@ -372,6 +372,13 @@ fn kb_cli_end_to_end() {
     let e1 = evals.as_array().expect("array").iter().find(|e| e["id"] == "alpha101_001").expect("alpha101_001");
     assert!((e1["rank_ic"].as_f64().expect("f64") - show["metrics"]["valid"]["rank_ic"].as_f64().expect("f64")).abs() < 1e-12, "{e1}");
     assert!(run(&["export", "--family", "seed", "--format", "toml"]).starts_with("# 101 alphas exported"));
+    // Imported into another store, each alpha keeps the family the file names.
+    let other = dir.path().join("from-toml");
+    let out = bin().arg("--config").arg(&cfg).args(["kb", "--kb"]).arg(&other).args(["import", "--family", "mined"]).arg(&file).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = bin().args(["kb", "--json", "--kb"]).arg(&other).arg("stats").output().expect("runs");
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!((st["total"].as_u64(), st["by_family"]["seed"].as_u64()), (Some(100), Some(100)), "{st}");
     let js = dir.path().join("kb.json");
     run(&["export", "--format", "json", "-o", js.to_str().expect("utf8")]);
     // Another team's export into a fresh store.

@@ -105,7 +105,8 @@ pub enum KbCmd {
         class: Option<String>,
         #[command(flatten)]
         data: DataArgs,
-        /// Family recorded for formulas of a TOML file.
+        /// Family recorded for formulas of a TOML or text file that name none (an alpha file
+        /// `kb export` wrote names each one's).
         #[arg(long, default_value = "seed")]
         family: String,
     },
@@ -388,7 +389,7 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
     let prep = crate::backtest::prepare(&md, &crate::data::Period::Test, &splits, mcfg)?;
     // `alpha:ID` may name any expression record, or a seed.
     let mut alphas = crate::seeds::default_set()?;
-    let def = |r: &AlphaRecord| crate::seeds::AlphaDef { id: r.id.clone(), formula: r.code.clone(), name: None, idea: None, source: None };
+    let def = |r: &AlphaRecord| crate::seeds::AlphaDef { id: r.id.clone(), formula: r.code.clone(), name: None, idea: None, source: None, family: None };
     alphas.extend(&kb.records(&Filter::new().is("kind", "expression"))?.iter().map(def).collect::<Vec<_>>());
     // Expressions in one shared graph; programs one by one in their sandboxes (with the
     // look-ahead check, as when they were stored).

@@ -30,7 +30,7 @@ pub fn evaluate_defs(
         let mut r = AlphaRecord::new(&d.id, Kind::Expression, &d.formula, Status::Accepted);
         r.name = d.name.clone().unwrap_or_default();
         r.idea = d.idea.clone().unwrap_or_default();
-        r.family = family.to_string();
+        r.family = d.family.clone().unwrap_or_else(|| family.to_string());
         if let Some(s) = &d.source {
             r.tags.push(format!("source:{s}"));
         }
@@ -213,7 +213,7 @@ pub fn alpha_file(records: &[AlphaRecord]) -> Result<String, KbError> {
                 source += &format!(", valid Rank IC {v:.4}");
             }
             let text = |t: &str| Some(t.to_string()).filter(|t| !t.is_empty());
-            AlphaDef { id: r.id.clone(), formula: r.code.clone(), name: text(&r.name), idea: text(&r.hypothesis).or(text(&r.idea)), source: Some(source) }
+            AlphaDef { id: r.id.clone(), formula: r.code.clone(), name: text(&r.name), idea: text(&r.hypothesis).or(text(&r.idea)), source: Some(source), family: text(&r.family) }
         })
         .collect();
     let body = crate::seeds::to_toml(&defs).map_err(|e| KbError::Invalid(format!("cannot write the alpha file: {e}")))?;
