@@ -223,11 +223,27 @@ pub fn alpha_file(records: &[AlphaRecord]) -> Result<String, KbError> {
 /// Writes records: JSON (full records, re-importable), a flat table (CSV, Parquet) or the
 /// expressions as an alpha file (TOML).
 pub fn write_export(records: &[AlphaRecord], format: Format, path: &Path) -> Result<(), KbError> {
-    use polars::prelude::*;
     let io = |e| KbError::Io { path: path.to_path_buf(), err: e };
-    if format == Format::Toml {
-        return std::fs::write(path, alpha_file(records)?).map_err(io);
+    let invalid = |e: &dyn std::fmt::Display| KbError::Invalid(format!("{}: {e}", path.display()));
+    match format {
+        Format::Toml => std::fs::write(path, alpha_file(records)?).map_err(io),
+        Format::Json => {
+            let f = std::fs::File::create(path).map_err(io)?;
+            serde_json::to_writer_pretty(std::io::BufWriter::new(f), records).map_err(|e| invalid(&e))
+        }
+        Format::Csv | Format::Parquet => {
+            use polars::prelude::{CsvWriter, ParquetWriter, SerWriter};
+            let mut df = export_table(records)?;
+            let f = std::fs::File::create(path).map_err(io)?;
+            let res = if format == Format::Csv { CsvWriter::new(f).finish(&mut df) } else { ParquetWriter::new(f).finish(&mut df).map(|_| ()) };
+            res.map_err(|e| invalid(&e))
+        }
     }
+}
+
+/// The records as a flat table, one row per record ([`table_columns`]).
+fn export_table(records: &[AlphaRecord]) -> Result<polars::prelude::DataFrame, KbError> {
+    use polars::prelude::*;
     let s = |f: &dyn Fn(&AlphaRecord) -> String| records.iter().map(f).collect::<Vec<String>>();
     let reason = |r: &AlphaRecord| match &r.status {
         Status::Accepted => String::new(),
@@ -259,14 +275,5 @@ pub fn write_export(records: &[AlphaRecord], format: Format, path: &Path) -> Res
             cols.push(Column::new(format!("{split}_{m}").into(), v));
         }
     }
-    let mut df = DataFrame::new(records.len(), cols).map_err(|e| KbError::Invalid(e.to_string()))?;
-    let f = std::fs::File::create(path).map_err(io)?;
-    let res = match format {
-        Format::Csv => CsvWriter::new(f).finish(&mut df).map(|_| ()),
-        Format::Parquet => ParquetWriter::new(f).finish(&mut df).map(|_| ()),
-        Format::Json => serde_json::to_writer_pretty(std::io::BufWriter::new(f), records)
-            .map_err(|e| PolarsError::ComputeError(e.to_string().into())),
-        Format::Toml => Ok(()),
-    };
-    res.map_err(|e| KbError::Invalid(format!("{}: {e}", path.display())))
+    DataFrame::new(records.len(), cols).map_err(|e| KbError::Invalid(e.to_string()))
 }
