@@ -195,8 +195,12 @@ struct RunPlan {
     spent_seconds: f64,
     /// The config's `[mine]` settings, defaults filled in (runs of earlier versions have
     /// none recorded: they mined with the defaults).
-    #[serde(default)]
+    #[serde(default = "default_mine")]
     mine: MineSettings,
+}
+
+fn default_mine() -> MineSettings {
+    MineSettings::default().resolved()
 }
 
 impl RunPlan {
@@ -291,7 +295,7 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
         if asked.flags() != p.flags() && args.replay.is_none() {
             bail!("run '{run_id}' was mined with {}; resume it with those settings (this command asks for {}), or start a new run", p.flags(), asked.flags());
         }
-        let changed = p.mine.resolved().differences(&cfg.mine.resolved());
+        let changed = p.mine.differences(&cfg.mine.resolved());
         if !changed.is_empty() {
             let list = changed.iter().map(|(k, then, now)| format!("{k} = {then} (the config now gives {now})")).collect::<Vec<_>>().join(", ");
             bail!("run '{run_id}' was mined with [mine] {list}; resume it with the settings it was started with (a run whose bar moved midway is no arm of a comparison), or start a new run");
@@ -311,8 +315,6 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
         _ => (args.ideas, args.hours),
     };
     let mut plan = saved.unwrap_or_else(|| RunPlan::of(&args, cfg));
-    // (A run of an earlier version gets its defaults written down.)
-    plan.mine = plan.mine.resolved();
     let spent_before = plan.spent_seconds;
 
     let data = load_data(&args.data, cfg, args.json)?;
@@ -655,7 +657,7 @@ pub fn runs(cmd: Option<RunsCmd>, json: bool) -> Result<i32> {
                 bail!("no run '{id}' in {}", dir.display());
             }
             let o = read_log(&p)?;
-            let plan = RunPlan::read(&dir.join(&id))?.map(|p| RunPlan { mine: p.mine.resolved(), ..p });
+            let plan = RunPlan::read(&dir.join(&id))?;
             let secs = o.iter().map(|x| x.timings.writer + x.timings.judge + x.timings.eval + x.timings.kb).sum();
             summary(RunSummary { id: &id, outcomes: &o, new: o.len(), stopped: "recorded", secs, kb: None, plan: plan.as_ref() }, json)?;
             if let Some(path) = plot {
