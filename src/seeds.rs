@@ -1,8 +1,8 @@
 //! Alpha files: a TOML list of `[[alpha]]` tables with `id` and `formula` (and optional
-//! `source`, `name`, `idea`, `family`). The seed library `alpha_kb/seeds/alpha101.toml` and the
-//! input of `alphaloop eval --file` share this format. A `.txt` file is a plain list, one
-//! formula per line (blank lines and `#` comments skipped), each named after the file and
-//! its line (`mine_007` for line 7 of `mine.txt`): the form alphas are usually kept in.
+//! `source`, `name`, `idea`, `family`). The seed library `alpha_kb/seeds/alpha101.toml` and
+//! the input of `alphaloop eval --file` share this format. A `.txt` file is a plain list,
+//! one formula per line (blank lines and `#` comments skipped), each named after the file
+//! and its line (`mine_007` for line 7 of `mine.txt`): the form alphas are usually kept in.
 
 use crate::expr::AlphaResolver;
 use serde::{Deserialize, Serialize};
