@@ -17,7 +17,7 @@ use rayon::prelude::*;
 pub const LANES: usize = 8;
 
 /// A dates × assets panel of `f64`, NaN for missing, stored in groups of [`LANES`] assets.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Panel {
     n_dates: usize,
     n_assets: usize,
@@ -226,6 +226,15 @@ impl Panel {
 impl PartialEq for Panel {
     fn eq(&self, other: &Panel) -> bool {
         (self.n_dates, self.n_assets) == (other.n_dates, other.n_assets) && self.values().eq(other.values())
+    }
+}
+
+/// A copy in a pooled buffer when there is one, for the reason given at [`Panel::filled`].
+impl Clone for Panel {
+    fn clone(&self) -> Panel {
+        let mut data = pool::take(self.data.len());
+        data.copy_from_slice(&self.data);
+        Panel { n_dates: self.n_dates, n_assets: self.n_assets, data }
     }
 }
 
@@ -804,6 +813,13 @@ mod tests {
         }
         // Built from fresh memory, each turn's panel went to the pool on drop: 20 kept.
         assert!(pool::count_of_capacity(Panel::cells(nd, na)) <= 1, "the pool grew by a panel per turn");
+        // Likewise copies.
+        let p = Panel::filled(nd, na, 2.0);
+        for _ in 0..20 {
+            let q = p.clone();
+            assert!(q == p, "a copy equals its original");
+        }
+        assert!(pool::count_of_capacity(Panel::cells(nd, na)) <= 1, "the pool grew by a copy per turn");
     }
 
     #[test]
