@@ -799,7 +799,7 @@ mod tests {
 
     #[test]
     fn panels_made_and_dropped_in_a_loop_reuse_one_buffer() {
-        // Dimensions no other test uses (8,197 cells per group of eight assets, two groups).
+        // 8,197 dates × 9 assets: a buffer size no other test uses.
         let (nd, na) = (8197, 9);
         for i in 0..20 {
             let mut p = Panel::nan(nd, na);
