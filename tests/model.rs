@@ -75,7 +75,18 @@ fn trains_saves_reloads_and_predicts_identically() {
     assert!(err.contains("date 2018-12-29 is not a trading date of ") && err.contains(": the nearest are 2018-12-28 and 2018-12-31"), "{err}");
     assert!(predict(&path, "2030-01-01").contains("the data ends on 2018-12-31"));
     let err = predict(std::path::Path::new("/nonexistent/model.json"), "2018-12-28");
-    assert!(err.contains("/nonexistent/model.json: cannot read the model: No such file"), "{err}");
+    assert!(err.contains("no model at /nonexistent/model.json: `alphaloop train` saves one there"), "{err}");
+    // Without --model, predict reads where train saves by default (relative to the
+    // working directory, as train's --out).
+    let work = tempfile::tempdir().expect("tmp");
+    let predict_here = || common::bin().current_dir(work.path()).args(["predict", "--json", "--data"]).arg(common::shared("data/sp500_sample.parquet")).output().expect("runs");
+    let err = String::from_utf8_lossy(&predict_here().stderr).into_owned();
+    assert!(err.contains("no model at alpha_kb/models/latest.json: `alphaloop train` saves one there"), "{err}");
+    std::fs::create_dir_all(work.path().join("alpha_kb/models")).expect("mkdir");
+    std::fs::copy(&path, work.path().join("alpha_kb/models/latest.json")).expect("copy");
+    let here = predict_here();
+    assert!(here.status.success(), "{}", String::from_utf8_lossy(&here.stderr));
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&here.stdout).expect("json"), v, "the default model is the one given");
 }
 
 #[test]

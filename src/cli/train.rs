@@ -86,8 +86,8 @@ pub struct TrainArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct PredictArgs {
-    /// A model saved by `alphaloop train` (its --out).
-    #[arg(long)]
+    /// A model saved by `alphaloop train` (default: where train saves it).
+    #[arg(long, default_value = "alpha_kb/models/latest.json")]
     pub model: PathBuf,
     #[command(flatten)]
     pub data: DataArgs,
@@ -360,6 +360,9 @@ fn write_curve(dir: &Path, rows: &[(usize, TrainResult)], json: bool) -> Result<
 pub fn run_predict(args: PredictArgs, cfg: &Config) -> Result<i32> {
     if let Some(out) = &args.out {
         super::table::FileFormat::of(out)?;
+    }
+    if !args.model.exists() {
+        bail!("no model at {}: `alphaloop train` saves one there (its --out), or pass --model FILE", args.model.display());
     }
     let m = model::SavedModel::load(&args.model)?;
     let data = load_data(&args.data, cfg, args.json)?;
