@@ -397,6 +397,13 @@ fn mine_settings_in_the_config_set_the_bar_and_stay_with_the_run() {
     let out = common::bin().env("ALPHALOOP_RUNS", &runs).args(["runs", "show", "bar", "--json"]).output().expect("runs show");
     let shown: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(shown["plan"]["mine"], plan["mine"]);
+    // Without an id: the run written to last, here the only one.
+    let out = common::bin().env("ALPHALOOP_RUNS", &runs).args(["runs", "show", "--json"]).output().expect("runs show");
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("json"), shown);
+    let none = dir.path().join("no-runs");
+    let out = common::bin().env("ALPHALOOP_RUNS", &none).args(["runs", "show"]).output().expect("runs show");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("no runs in ") && err.contains("yet: `alphaloop mine` starts one"), "{err}");
     // The list says which arm each run is.
     let out = common::bin().env("ALPHALOOP_RUNS", &runs).args(["runs", "--json"]).output().expect("runs");
     let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");

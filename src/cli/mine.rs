@@ -614,12 +614,27 @@ pub enum RunsCmd {
     List,
     /// One run's ideas and outcomes.
     Show {
-        /// The run's id (`alphaloop runs` lists them).
-        id: String,
+        /// The run's id (`alphaloop runs` lists them; default: the run written to last).
+        id: Option<String>,
         /// Also draw the run into a PNG: each idea's valid Rank IC and the best accepted one so far.
         #[arg(long)]
         plot: Option<PathBuf>,
     },
+}
+
+/// The run in `dir` whose log was written to last (a resumed run counts as recent).
+fn latest_run(dir: &Path) -> Result<Option<String>> {
+    if !dir.exists() {
+        return Ok(None);
+    }
+    let mut best: Option<(std::time::SystemTime, String)> = None;
+    for e in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?.filter_map(|e| e.ok()) {
+        let Ok(t) = e.path().join("log.jsonl").metadata().and_then(|m| m.modified()) else { continue };
+        if best.as_ref().is_none_or(|(b, _)| t > *b) {
+            best = Some((t, e.file_name().to_string_lossy().into_owned()));
+        }
+    }
+    Ok(best.map(|(_, id)| id))
 }
 
 pub fn runs(cmd: Option<RunsCmd>, json: bool) -> Result<i32> {
@@ -652,6 +667,10 @@ pub fn runs(cmd: Option<RunsCmd>, json: bool) -> Result<i32> {
             if let Some(png) = &plot {
                 crate::model::plot::check_png(png).map_err(anyhow::Error::msg)?;
             }
+            let id = match id {
+                Some(id) => id,
+                None => latest_run(&dir)?.with_context(|| format!("no runs in {} yet: `alphaloop mine` starts one", dir.display()))?,
+            };
             let p = dir.join(&id).join("log.jsonl");
             if !p.exists() {
                 bail!("no run '{id}' in {}", dir.display());
@@ -667,4 +686,24 @@ pub fn runs(cmd: Option<RunsCmd>, json: bool) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_latest_run_is_the_one_written_to_last() {
+        let dir = tempfile::tempdir().expect("tmp");
+        assert_eq!(latest_run(&dir.path().join("absent")).expect("ok"), None);
+        let t0 = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000);
+        // "b" sorts after "a" by name but was written first; "c" has no log.
+        for (id, secs) in [("a", 20), ("b", 10)] {
+            std::fs::create_dir(dir.path().join(id)).expect("mkdir");
+            let f = std::fs::File::create(dir.path().join(id).join("log.jsonl")).expect("log");
+            f.set_modified(t0 + std::time::Duration::from_secs(secs)).expect("mtime");
+        }
+        std::fs::create_dir(dir.path().join("c")).expect("mkdir");
+        assert_eq!(latest_run(dir.path()).expect("ok").as_deref(), Some("a"));
+    }
 }
