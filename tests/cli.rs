@@ -334,6 +334,10 @@ fn the_checkout_is_found_from_the_working_directory() {
     let root = checkout.path().canonicalize().expect("canonical");
     let err = resume_error(&checkout.path().join("sub/deeper"));
     assert!(err.contains(&format!("no run 'nosuch' in {}", root.join("alpha_kb/runs").display())), "{err}");
+    // `--resume` without an id, where no run has been made.
+    let out = bin().current_dir(checkout.path()).env_remove("ALPHALOOP_RUNS").args(["mine", "--resume"]).output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(&format!("no runs in {} to resume", root.join("alpha_kb/runs").display())), "{err}");
 
     let elsewhere = tempfile::tempdir().expect("tmp");
     let err = resume_error(elsewhere.path());

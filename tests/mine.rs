@@ -155,8 +155,11 @@ fn a_real_run_fills_the_kb_never_sees_test_and_resumes_after_kill() {
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     let _ = child.wait();
     let before: Vec<String> = std::io::BufReader::new(std::fs::File::open(&log).expect("log")).lines().map(|l| l.expect("line")).collect();
-    let out = mine(&cfg, &runs, &["--resume", "r2", "--ideas", "1", "--no-inner-loop", "--concurrency", "2", "--json"]).output().expect("runs");
+    // `--resume` without an id takes the run written to last: r2.
+    let out = mine(&cfg, &runs, &["--resume", "--ideas", "1", "--no-inner-loop", "--concurrency", "2", "--json"]).output().expect("runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(summary["run_id"], "r2");
     let after: Vec<serde_json::Value> = std::fs::read_to_string(&log).expect("log").lines().map(|l| serde_json::from_str(l).expect("json")).collect();
     assert_eq!(after.len(), before.len() + 1);
     let ideas: std::collections::HashSet<&str> = after.iter().map(|o| o["idea"].as_str().expect("idea")).collect();

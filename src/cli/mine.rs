@@ -43,8 +43,9 @@ pub struct MineArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Continue a stopped or crashed run without redoing finished ideas, with the writer,
-    /// model and ablations it was started with (kept in its run.json).
-    #[arg(long)]
+    /// model and ablations it was started with (kept in its run.json). Without an id: the
+    /// run written to last.
+    #[arg(long, value_name = "RUN_ID", num_args = 0..=1, default_missing_value = "")]
     pub resume: Option<String>,
     /// Name of a new run (default: run<unix time>).
     #[arg(long, conflicts_with = "resume")]
@@ -269,6 +270,11 @@ fn read_log(path: &Path) -> Result<Vec<Outcome>> {
 }
 
 pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
+    if args.resume.as_deref() == Some("") {
+        let latest = latest_run(&runs_dir())?.with_context(|| format!("no runs in {} to resume", runs_dir().display()))?;
+        eprintln!("resuming {latest}, the run written to last");
+        args.resume = Some(latest);
+    }
     let run_id = match &args.resume {
         Some(r) => r.clone(),
         None => args.run_id.clone().unwrap_or_else(|| format!("run{}", crate::kb::record::now())),
