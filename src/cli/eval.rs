@@ -165,9 +165,8 @@ fn eval_periods(expr: &str, args: &EvalArgs, data: &MarketData, splits: &Splits,
     println!("{}", render(&head, &rows));
     for ((prep, m), name) in done.iter().zip(&names) {
         println!("quintile mean label, lowest to highest signal, {name}: {}", quintiles(m));
-        if m.n_days == 0 {
-            let c = prep.scorer.config();
-            println!("note   {name}: {}", no_days(m, prep.data.n_assets(), c.min_stocks, c.gap + c.horizon));
+        if let Some(why) = no_days(m, prep) {
+            println!("note   {name}: {why}");
         }
     }
     Ok(0)
@@ -394,18 +393,23 @@ fn print_metrics(expr: &str, m: &Metrics, prep: &crate::backtest::Prepared) {
     vwap_note([expr], &prep.data);
     println!("{}", render(&["metric", "value"], &metric_rows(&[m])));
     println!("quintile mean label, lowest to highest signal: {}", quintiles(m));
-    if m.n_days == 0 {
-        let c = prep.scorer.config();
-        println!("note   {}", no_days(m, prep.data.n_assets(), c.min_stocks, c.gap + c.horizon));
+    if let Some(why) = no_days(m, prep) {
+        println!("note   {why}");
     }
 }
 
-/// Why a signal has no scored date, so that a table of dashes is not left unexplained.
-/// (A date is scored with `min_stocks` stocks whose signal and label are finite and over
-/// which the signal varies; the averages below say which of those failed.)
-fn no_days(m: &Metrics, n_assets: usize, min_stocks: usize, label_days: usize) -> String {
-    let per_date = m.coverage * n_assets as f64;
-    if m.coverage.is_nan() {
+/// Why a signal has no scored date (None when it has some), so that a table of dashes is
+/// not left unexplained. (A date is scored with `min_stocks` stocks whose signal and label
+/// are finite and over which the signal varies; the averages below say which of those
+/// failed.)
+fn no_days(m: &Metrics, prep: &crate::backtest::Prepared) -> Option<String> {
+    if m.n_days > 0 {
+        return None;
+    }
+    let c = prep.scorer.config();
+    let (min_stocks, label_days) = (c.min_stocks, c.gap + c.horizon);
+    let per_date = m.coverage * prep.data.n_assets() as f64;
+    Some(if m.coverage.is_nan() {
         format!("no date was scored: no date of the period has a label (each needs the {label_days} trading days after it inside the period, where the data is cut); widen the period")
     } else if !(m.coverage > 0.0) {
         "no date was scored: the signal is never finite where the label is (a division by zero, a window the period cannot fill, ...)".into()
@@ -421,7 +425,7 @@ fn no_days(m: &Metrics, n_assets: usize, min_stocks: usize, label_days: usize) -
             "no date was scored: no date had {min_stocks} stocks with a finite signal and label over which the signal varied (a constant signal, e.g. a comparison that always holds, ranks nothing; distinctness {})",
             num(m.distinctness)
         )
-    }
+    })
 }
 
 /// One row of a batch result.
