@@ -48,6 +48,11 @@ fn several_periods_side_by_side() {
     assert!(out.contains("periods 2015-06-01:2016-12-31 (2015-06-01..2016-12-30), 2017-01-01:2017-12-31 (2017-01-03..2017-12-29)"), "{out}");
     assert!(out.lines().any(|l| l.starts_with("metric") && l.ends_with("2015-06-01:2016-12-31  2017-01-01:2017-12-31")), "{out}");
     assert!(out.contains("quintile mean label, lowest to highest signal, 2017-01-01:2017-12-31: "), "{out}");
+    // A period too short for any label is explained under its own name, the other not.
+    let (code, out, err) = run(&["eval", "--data", &data, "--period", &format!("{a},2018-12-28:2018-12-31"), e]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("no date was scored").count(), 1, "{out}");
+    assert!(out.contains("note   2018-12-28:2018-12-31: no date was scored: no date of the period has a label"), "{out}");
     let (code, _, err) = run(&["eval", "--data", &data, "--period", "train,valid", "--file", "alpha_kb/seeds/alpha101.toml"]);
     assert!(code == 2 && err.contains("several periods (--period train,valid) go with one expression"), "{code} {err}");
 }
