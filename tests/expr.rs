@@ -51,6 +51,14 @@ fn errors_name_the_position_and_suggest() {
     assert_eq!(e.pos, 9);
     let e = err("adv0 + 1");
     assert!(e.msg.contains("positive"), "{e}");
+    let e = err("ts_quantile(close, 20, 1.5)");
+    assert_eq!((e.pos, e.msg.as_str()), (24, "the level of ts_quantile must be between 0 and 1, got 1.5"));
+    let e = err("quantile(close, 20, volume)");
+    assert_eq!((e.pos, e.msg.as_str()), (21, "the level of quantile must be a constant between 0 and 1"));
+    // `min`/`max` with a constant are the window forms; `less`/`greater` compare with it.
+    assert!(err("max(close - open, 0)").msg.contains("positive number of days"));
+    let (g, want) = (ev("greater(close - open, 0)"), ev("close - open > 0 ? close - open : 0"));
+    assert!(same(&g, &want));
 }
 
 #[test]
@@ -276,7 +284,8 @@ fn every_operator_overwrites_recycled_buffers() {
         "min(open, close)", "max(open, close)", "delay(close, 3)", "delta(close, 3)", "ts_sum(close, 5)", "ts_mean(close, 5)",
         "ts_std(close, 5)", "ts_corr(close, volume, 5)", "ts_cov(close, volume, 5)", "ts_min(close, 5)", "ts_max(close, 5)",
         "ts_argmin(close, 5)", "ts_argmax(close, 5)", "ts_product(close, 5)", "ts_rank(close, 5)", "decay_linear(close, 5)",
-        "ts_zscore(close, 5)", "ts_ffill(close, 5)", "rank(close)", "cs_zscore(close)", "scale(close)",
+        "ts_zscore(close, 5)", "ts_ffill(close, 5)", "ts_slope(close, 5)", "ts_rsquare(close, 5)", "ts_resi(close, 5)",
+        "ts_quantile(close, 5, 0.8)", "less(close, 100)", "rank(close)", "cs_zscore(close)", "scale(close)",
         "indneutralize(close, IndClass.sector)", "close ^ 2", "close / volume", "close * 2 - open",
     ];
     let mut recycled = false;

@@ -135,6 +135,39 @@ fn check_all(x: &[f64], y: &[f64], d: usize) {
         &(0..n).map(|t| (t.saturating_sub(d - 1)..=t).rev().map(|s| x[s]).find(|v| v.is_finite()).unwrap_or(f64::NAN)).collect::<Vec<_>>(),
         s,
     );
+    // The least-squares line against days 1..d, two-pass around the window's first value.
+    let fit = |w: &[f64]| {
+        let (m, dev) = (w.len() as f64, deviations(w));
+        let mid = (m + 1.0) / 2.0;
+        let sxx: f64 = (1..=w.len()).map(|i| (i as f64 - mid).powi(2)).sum();
+        let sxy: f64 = dev.iter().enumerate().map(|(i, u)| (i as f64 + 1.0 - mid) * u).sum();
+        let syy: f64 = dev.iter().map(|u| u * u).sum();
+        let b = if all_equal(w) { 0.0 } else { sxy / sxx };
+        let r2 = if all_equal(w) { f64::NAN } else { sxy * sxy / (sxx * syy) };
+        let e = if all_equal(w) { 0.0 } else { dev[w.len() - 1] - b * (m - mid) };
+        (b, r2, e)
+    };
+    let short = |w: &[f64], v: f64| if w.len() < 2 { f64::NAN } else { v };
+    assert_close("ts_slope", &run(rolling::slope), &naive(x, d, |w| short(w, fit(w).0)), s);
+    assert_close("ts_resi", &run(rolling::resi), &naive(x, d, |w| short(w, fit(w).2)), s * dn);
+    // R² of nearly constant windows is ill-conditioned, as the correlation below.
+    let (got, want) = (run(rolling::rsquare), naive(x, d, |w| short(w, fit(w).1)));
+    for (t, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g.is_nan(), w.is_nan(), "rsquare NaN pattern at t={t}: got {g}, want {w}");
+        assert!(!w.is_finite() || ((g - w).abs() < 1e-6 && (0.0..=1.0).contains(g)), "rsquare at t={t}: got {g}, want {w}");
+    }
+    for q in [0.0, 0.2, 0.5, 0.8, 1.0] {
+        let mut o = vec![0.0; n];
+        rolling::quantile(x, d, q, &mut o);
+        let want = naive(x, d, |w| {
+            let mut v = w.to_vec();
+            v.sort_by(f64::total_cmp);
+            let h = q * (v.len() - 1) as f64;
+            let i = h.floor() as usize;
+            if h == i as f64 { v[i] } else { v[i] + (v[i + 1] - v[i]) * (h - i as f64) }
+        });
+        assert_close(&format!("ts_quantile q={q}"), &o, &want, s);
+    }
     for (which, name) in [(Extreme::Min, "min"), (Extreme::Max, "max"), (Extreme::ArgMin, "argmin"), (Extreme::ArgMax, "argmax")] {
         let mut o = vec![0.0; n];
         rolling::extreme(x, d, which, &mut o);

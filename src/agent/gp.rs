@@ -64,6 +64,7 @@ pub fn random(rng: &mut Rng, depth: usize, extra: &[String]) -> Expr {
         match p {
             Param::Series => args.push(random(rng, depth - 1, extra)),
             Param::Window => args.push(node(ExprKind::Num(WINDOWS[rng.below(WINDOWS.len())]))),
+            Param::Level => args.push(node(ExprKind::Num([0.2, 0.5, 0.8][rng.below(3)]))),
             Param::Optional(_) | Param::Group => {}
         }
     }

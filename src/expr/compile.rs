@@ -362,6 +362,11 @@ impl<'a> Compiler<'a> {
                     };
                     windows.push(self.window(text, a.span, d, &format!("the window of {name}"))?);
                 }
+                (Param::Level, Arg::Node(n)) => match self.graph.nodes[n] {
+                    Node::Const(q) if (0.0..=1.0).contains(&q) => nodes.push(n),
+                    Node::Const(q) => return Err(ExprError::at(text, a.span, format!("the level of {name} must be between 0 and 1, got {q}"))),
+                    _ => return Err(ExprError::at(text, a.span, format!("the level of {name} must be a constant between 0 and 1"))),
+                },
                 (Param::Group, Arg::Group) => {}
                 (Param::Group, Arg::Node(_)) => {
                     return Err(ExprError::at(text, a.span, format!("the second argument of {name} must be IndClass.sector, IndClass.industry or IndClass.subindustry")))

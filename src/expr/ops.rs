@@ -25,6 +25,8 @@ pub enum Param {
     Window,
     /// A group classification: `IndClass.sector`, `IndClass.industry`, `IndClass.subindustry`.
     Group,
+    /// A constant between 0 and 1 (a quantile's level).
+    Level,
 }
 
 /// How an operator reads the panel (decides how it is parallelised).
@@ -84,6 +86,7 @@ const SS: &[Param] = &[Series, Series];
 const SSS: &[Param] = &[Series, Series, Series];
 const SW: &[Param] = &[Series, Window];
 const SSW: &[Param] = &[Series, Series, Window];
+const SWL: &[Param] = &[Series, Window, Level];
 
 fn args<const N: usize>(v: Vec<Value>) -> [Value; N] {
     v.try_into().unwrap_or_else(|v: Vec<Value>| panic!("arity checked at compile time, got {}", v.len()))
@@ -200,11 +203,11 @@ pub static CATALOGUE: &[OpDef] = &[
     // ---- extensions beyond the paper ----
     OpDef { name: "sqrt", aliases: &[], params: S, kind: Elementwise, doc: "sqrt(x): square root, NaN for x < 0", eval: |v, c| { let [x] = args(v); map1(c.lazy, x, f64::sqrt) } },
     OpDef { name: "exp", aliases: &[], params: S, kind: Elementwise, doc: "exp(x): e to the power x (NaN on overflow)", eval: |v, c| { let [x] = args(v); map1(c.lazy, x, f64::exp) } },
-    OpDef { name: "min2", aliases: &[], params: SS, kind: Elementwise, doc: "min(x, y) with two series: element-wise minimum, NaN if either is NaN", eval: |v, c| {
+    OpDef { name: "min2", aliases: &["less"], params: SS, kind: Elementwise, doc: "min(x, y) with two series: element-wise minimum, NaN if either is NaN; also less(x, y), which takes a constant y as well (Qlib's Less)", eval: |v, c| {
         let [x, y] = args(v);
         map2(c.lazy, x, y, |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) })
     } },
-    OpDef { name: "max2", aliases: &[], params: SS, kind: Elementwise, doc: "max(x, y) with two series: element-wise maximum, NaN if either is NaN", eval: |v, c| {
+    OpDef { name: "max2", aliases: &["greater"], params: SS, kind: Elementwise, doc: "max(x, y) with two series: element-wise maximum, NaN if either is NaN; also greater(x, y), which takes a constant y as well (Qlib's Greater)", eval: |v, c| {
         let [x, y] = args(v);
         map2(c.lazy, x, y, |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) })
     } },
@@ -225,6 +228,15 @@ pub static CATALOGUE: &[OpDef] = &[
     OpDef { name: "decay_linear", aliases: &[], params: SW, kind: TimeSeries, doc: "decay_linear(x, d): weighted mean with weights d (today) down to 1 (oldest), normalised to sum 1", eval: |v, c| ts8(v, c, |x, d| rolling::decay_linear_panel(x, d)) },
     OpDef { name: "ts_zscore", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_zscore(x, d) = (x - ts_mean(x, d)) / ts_std(x, d); NaN for a constant window (extension)", eval: |v, c| ts(v, c, rolling::zscore) },
     OpDef { name: "ts_ffill", aliases: &["ffill"], params: SW, kind: TimeSeries, doc: "ts_ffill(x, d): the last finite value of x within the past d days (forward fill with a limit; extension)", eval: |v, c| ts(v, c, rolling::ffill) },
+    OpDef { name: "ts_slope", aliases: &["slope"], params: SW, kind: TimeSeries, doc: "ts_slope(x, d): slope of the least-squares line through the past d values against their day, 1 (oldest) to d (today); 0 for a constant window (Qlib's Slope; extension)", eval: |v, c| ts(v, c, rolling::slope) },
+    OpDef { name: "ts_rsquare", aliases: &["rsquare"], params: SW, kind: TimeSeries, doc: "ts_rsquare(x, d): R-squared of that line; NaN for a constant window (Qlib's Rsquare; extension)", eval: |v, c| ts(v, c, rolling::rsquare) },
+    OpDef { name: "ts_resi", aliases: &["resi"], params: SW, kind: TimeSeries, doc: "ts_resi(x, d): today's value less that line's value today (Qlib's Resi; extension)", eval: |v, c| ts(v, c, rolling::resi) },
+    OpDef { name: "ts_quantile", aliases: &["quantile"], params: SWL, kind: TimeSeries, doc: "ts_quantile(x, d, q): the q-quantile (a constant, 0 <= q <= 1) of the past d values, linear between the nearest two as pandas' rolling quantile (Qlib's Quantile; extension)", eval: |v, c| {
+        let [x, q] = args(v);
+        let Value::Scalar(q) = q else { unreachable!("levels checked constant at compile time") };
+        let (p, d) = (x.into_panel(c.n_dates, c.n_assets), c.windows[0]);
+        Value::Panel(Arc::new(rolling::per_asset(&p, |s, o| rolling::quantile(s, d, q, o))))
+    } },
     // ---- cross-sectional: across stocks on each date ----
     OpDef { name: "rank", aliases: &["cs_rank"], params: S, kind: CrossSection, doc: "rank(x): percentile rank across stocks in (0, 1], ties averaged, NaN ignored", eval: |v, c| cs(v, c, |x| cross::rank(x)) },
     OpDef { name: "cs_zscore", aliases: &["zscore"], params: S, kind: CrossSection, doc: "cs_zscore(x) = (x - mean) / std across stocks (ddof = 1), NaN if all equal (extension)", eval: |v, c| cs(v, c, |x| cross::zscore(x)) },
@@ -257,8 +269,7 @@ pub fn lookup(name: &str) -> Option<&'static OpDef> {
 pub fn callable_names() -> Vec<&'static str> {
     let mut v: Vec<&str> = CATALOGUE
         .iter()
-        .filter(|o| o.name != "min2" && o.name != "max2")
-        .flat_map(|o| std::iter::once(o.name).chain(o.aliases.iter().copied()))
+        .flat_map(|o| std::iter::once(o.name).filter(|n| !["min2", "max2"].contains(n)).chain(o.aliases.iter().copied()))
         .collect();
     v.extend(["min", "max"]);
     v

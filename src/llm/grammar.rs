@@ -39,6 +39,7 @@ pub fn expression_gbnf_with(extra: &[String]) -> String {
                 Param::Series => "expr".to_string(),
                 Param::Window => "window".to_string(),
                 Param::Group => "group".to_string(),
+                Param::Level => "level".to_string(),
                 Param::Optional(_) => {
                     rule.push_str(" (\",\" ws expr ws)?");
                     continue;
@@ -60,6 +61,7 @@ pub fn expression_gbnf_with(extra: &[String]) -> String {
          field ::= {}\n\
          group ::= \"IndClass.sector\" | \"IndClass.industry\" | \"IndClass.subindustry\"\n\
          window ::= [1-9] [0-9]? [0-9]?\n\
+         level ::= \"0\" (\".\" [0-9] [0-9]?)? | \"1\"\n\
          number ::= [0-9] [0-9]? [0-9]? (\".\" [0-9] [0-9]? [0-9]?)?\n\
          ws ::= \" \"?\n",
         calls.join(" | "),

@@ -190,6 +190,28 @@ def ts_ffill(x, d):
     return out
 
 
+def line(x, d, which):
+    """The least-squares line of each window against its days 1 (oldest) .. d (today):
+    its slope, R² or today's residual; a constant window has slope 0, residual 0, R² NaN."""
+    i = np.arange(1, d + 1, dtype=np.longdouble) - (d + 1) / 2
+
+    def f(v):
+        u = dev(v)
+        b = (u * i).sum(axis=2) / (i * i).sum()
+        const = np.ptp(v, axis=2) == 0
+        if which == "slope":
+            return np.where(const, 0.0, b.astype(float))
+        if which == "resi":
+            return np.where(const, 0.0, (u[:, :, -1] - b * i[-1]).astype(float))
+        r = (u * i).sum(axis=2) / np.sqrt((i * i).sum() * (u * u).sum(axis=2))
+        return np.where(const, NAN, (r * r).astype(float))
+    return rolling(x, d, f)
+
+
+def ts_quantile(x, d, q):
+    return rolling(x, d, lambda v: np.quantile(v, q, axis=2))
+
+
 def rank(x):
     return pd.DataFrame(x).rank(axis=1, pct=True).to_numpy()
 
@@ -311,6 +333,15 @@ def cases(w, groups):
             ("decay_linear(returns, 10)", lambda: decay_linear(r, 10)),
             ("ts_zscore(close, 5)", lambda: rolling(c, 5, lambda x: np.where(np.ptp(x, axis=2) == 0, NAN, (dev(x)[:, :, -1] / np.sqrt((dev(x) ** 2).sum(axis=2) / 4)).astype(float)))),
             ("ts_ffill(delta(close, 1) == 0 ? returns / 0 : close, 3)", lambda: ts_ffill(np.where(dc == 0, NAN, np.where(np.isnan(dc), NAN, c)), 3)),
+            ("ts_slope(close, 10)", lambda: line(c, 10, "slope")),
+            ("ts_rsquare(close, 10)", lambda: line(c, 10, "rsquare")),
+            ("ts_resi(close, 20)", lambda: line(c, 20, "resi")),
+            ("ts_slope(sign(delta(close, 1)), 5)", lambda: line(np.sign(dc), 5, "slope")),
+            ("ts_rsquare(sign(delta(close, 1)), 5)", lambda: line(np.sign(dc), 5, "rsquare")),
+            ("ts_quantile(close, 20, 0.8)", lambda: ts_quantile(c, 20, 0.8)),
+            ("ts_quantile(sign(returns), 5, 0.5)", lambda: ts_quantile(sgn, 5, 0.5)),
+            ("greater(delta(close, 1), 0)", lambda: np.maximum(dc, 0.0)),
+            ("less(delta(close, 1), 0)", lambda: np.minimum(dc, 0.0)),
             ("rank(close)", lambda: rank(c)),
             ("rank(sign(returns))", lambda: rank(sgn)),
             ("cs_zscore(returns)", lambda: cs_zscore(r)),

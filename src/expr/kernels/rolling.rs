@@ -623,6 +623,104 @@ pub fn zscore(x: &[f64], d: usize, out: &mut [f64]) {
     mean_var(x, d, out, |dev, var| if var > 0.0 { dev / var.sqrt() } else { f64::NAN });
 }
 
+/// The least-squares line through a window's values against their days 1 (the oldest) to
+/// d (today), as Qlib's `Slope`, `Rsquare` and `Resi` fit it: `f(slope, r², residual)`,
+/// the residual being today's value less the line's value today. A constant window has
+/// slope 0, residual 0 and r² NaN (no variance to explain). The sums Σ y, Σ i·y and Σ y²
+/// run around an anchor near the window mean and are refreshed once per `d` steps (sliding
+/// moves every day one position older: Σ i·y loses Σ y and gains d · today's value);
+/// where the values are too close for them ([`ILL_CONDITIONED`]) the window is
+/// recomputed exactly, around one of its values.
+fn line(x: &[f64], d: usize, out: &mut [f64], f: impl Fn(f64, f64, f64) -> f64) {
+    if d < 2 {
+        out.fill(f64::NAN);
+        return;
+    }
+    let dn = d as f64;
+    // Mean day and Σ (i − mean day)², exact.
+    let (mid, sxx) = ((dn + 1.0) / 2.0, dn * (dn * dn - 1.0) / 12.0);
+    let (mut k, mut s, mut si, mut ss) = (0.0, 0.0, 0.0, 0.0);
+    windows(x, d, out, |t, refresh, constant| {
+        let w = &x[t + 1 - d..=t];
+        if refresh {
+            k = w.iter().sum::<f64>() / dn;
+            (s, si, ss) = (0.0, 0.0, 0.0);
+            for (i, v) in w.iter().enumerate() {
+                let a = v - k;
+                (s, si, ss) = (s + a, si + (i + 1) as f64 * a, ss + a * a);
+            }
+        } else {
+            let (a, r) = (x[t] - k, x[t - d] - k);
+            si += dn * a - s;
+            s += a - r;
+            ss += a * a - r * r;
+        }
+        if constant {
+            return f(0.0, f64::NAN, 0.0);
+        }
+        // Σ (i − mid)(y − ȳ), Σ (y − ȳ)² and today's y − ȳ.
+        let mut syy = ss - s * s / dn;
+        let (sxy, dev) = if syy <= ILL_CONDITIONED * (ss + dn * k * k) {
+            let (o, m) = anchored_mean(w.iter());
+            let u = |v: f64| v - o - m;
+            syy = w.iter().map(|&v| u(v) * u(v)).sum();
+            (w.iter().enumerate().map(|(i, &v)| ((i + 1) as f64 - mid) * u(v)).sum(), u(x[t]))
+        } else {
+            (si - mid * s, x[t] - k - s / dn)
+        };
+        let slope = sxy / sxx;
+        let r2 = if syy > 0.0 { (sxy * sxy / (sxx * syy)).min(1.0) } else { f64::NAN };
+        let v = f(slope, r2, dev - slope * (dn - mid));
+        if v.is_finite() { v } else { f64::NAN }
+    });
+}
+
+/// Slope of the window's least-squares line against days 1 (oldest) to d ([`line`]).
+pub fn slope(x: &[f64], d: usize, out: &mut [f64]) {
+    line(x, d, out, |b, _, _| b);
+}
+
+/// R² of the window's least-squares line ([`line`]); NaN for a constant window.
+pub fn rsquare(x: &[f64], d: usize, out: &mut [f64]) {
+    line(x, d, out, |_, r2, _| r2);
+}
+
+/// Today's value less the window's least-squares line's value today ([`line`]).
+pub fn resi(x: &[f64], d: usize, out: &mut [f64]) {
+    line(x, d, out, |_, _, e| e);
+}
+
+/// The q-quantile of the window's d values, between the two nearest order statistics as
+/// pandas' `rolling(d).quantile(q)` interpolates: position h = q·(d − 1) from the smallest,
+/// `s[⌊h⌋] + (s[⌊h⌋ + 1] − s[⌊h⌋]) · (h − ⌊h⌋)`. The window is kept sorted: a step removes
+/// the day that left and inserts today's (binary searches and a shift of at most d values;
+/// sorted afresh after a gap).
+pub fn quantile(x: &[f64], d: usize, q: f64, out: &mut [f64]) {
+    out.fill(f64::NAN);
+    if d == 0 {
+        return;
+    }
+    let h = q.clamp(0.0, 1.0) * (d - 1) as f64;
+    let (lo, frac) = (h.floor() as usize, h - h.floor());
+    let mut sorted: Vec<f64> = Vec::with_capacity(d);
+    let mut last = None;
+    let at = |s: &[f64], v: f64| s.partition_point(|u| u.total_cmp(&v).is_lt());
+    finite_windows(x, d, |t| {
+        if last == Some(t.wrapping_sub(1)) {
+            sorted.remove(at(&sorted, x[t - d]));
+            sorted.insert(at(&sorted, x[t]), x[t]);
+        } else {
+            sorted.clear();
+            sorted.extend_from_slice(&x[t + 1 - d..=t]);
+            sorted.sort_unstable_by(f64::total_cmp);
+        }
+        last = Some(t);
+        let a = sorted[lo];
+        let v = if frac == 0.0 { a } else { a + (sorted[lo + 1] - a) * frac };
+        out[t] = if v.is_finite() { v } else { f64::NAN };
+    });
+}
+
 /// The last finite value within the past d days including today (forward fill with a
 /// limit); NaN when there is none.
 pub fn ffill(x: &[f64], d: usize, out: &mut [f64]) {
