@@ -1,5 +1,6 @@
 //! The 101 published formulas: all parse unchanged, the shipped seed file is exactly them,
-//! and all evaluate on real data (except the `cap` one, which fails clearly).
+//! and all evaluate on real data (except the `cap` one, which fails clearly). Also the
+//! other shipped set, Qlib's Alpha158.
 
 mod common;
 
@@ -111,4 +112,51 @@ fn a_batch_delivers_every_alpha_as_evaluated_alone() {
         assert!(same, "root {i} ({}) differs from its evaluation alone", formulas[i]);
     });
     assert!(got.iter().all(|&k| k == 1), "each root delivered once: {got:?}");
+}
+
+/// Qlib's Alpha158, shipped as `alpha_kb/seeds/alpha158.toml`: Qlib's default configuration
+/// (9 candlestick features, 4 prices, 29 rolling ones at 5 windows), each formula distinct,
+/// all evaluating on the sample with values almost everywhere a 60-day window allows.
+#[test]
+fn alpha158_is_qlibs_default_set_and_evaluates_on_the_sample() {
+    let data = sample();
+    let defs = seeds::load(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha158.toml")).expect("alpha158 file");
+    assert_eq!(defs.len(), 158);
+    let names: Vec<&str> = defs.iter().map(|d| d.name.as_deref().expect("Qlib's name")).collect();
+    assert!(names.starts_with(&["KMID", "KLEN", "KMID2", "KUP", "KUP2", "KLOW", "KLOW2", "KSFT", "KSFT2", "OPEN0", "HIGH0", "LOW0", "VWAP0"]));
+    let rolling: std::collections::BTreeSet<&str> = names[13..].iter().map(|n| n.trim_end_matches(char::is_numeric)).collect();
+    assert_eq!(rolling.len(), 29, "{rolling:?}");
+    for w in ["5", "10", "20", "30", "60"] {
+        let at_w = names[13..].iter().filter(|n| n.strip_suffix(w).is_some_and(|b| !b.ends_with(|c: char| c.is_ascii_digit()))).count();
+        assert_eq!(at_w, 29, "rolling features at {w} days");
+    }
+    let formulas: std::collections::BTreeSet<&str> = defs.iter().map(|d| d.formula.as_str()).collect();
+    assert_eq!(formulas.len(), 158, "every formula distinct");
+
+    let set = AlphaSet::from_defs(&defs);
+    let mut c = Compiler::new(Schema::of(data), &set);
+    let roots: Vec<_> = defs.iter().map(|d| c.add(&d.formula).unwrap_or_else(|e| panic!("{}: {}", d.id, e.render()))).collect();
+    let (close, open) = (data.field("close").expect("close").to_asset_major(), data.field("open").expect("open").to_asset_major());
+    let mut values: Vec<Vec<f64>> = vec![Vec::new(); roots.len()];
+    evaluate(&c.graph, &roots, data, |i, p| {
+        let v = p.to_asset_major();
+        assert!(v.iter().all(|x| !x.is_infinite()), "{} has an infinite value", defs[i].id);
+        let finite = v.iter().filter(|x| x.is_finite()).count() as f64 / v.len() as f64;
+        assert!(finite > 0.9, "{} coverage only {finite:.4}", defs[i].id);
+        values[i] = v;
+    });
+    let at = |name: &str| &values[names.iter().position(|n| *n == name).expect("named")];
+    // KMID is the body over the open, cell by cell.
+    for ((k, c), o) in at("KMID").iter().zip(&close).zip(&open) {
+        let want = (c - o) / o;
+        assert!(k.to_bits() == want.to_bits() || (k.is_nan() && !want.is_finite()), "KMID {k} against {want}");
+    }
+    // Up days less down days; gains and losses share out all moves.
+    for (((d, p), n), (sp, sn)) in at("CNTD20").iter().zip(at("CNTP20")).zip(at("CNTN20")).zip(at("SUMP20").iter().zip(at("SUMN20"))) {
+        assert!(d.is_nan() || (d - (p - n)).abs() < 1e-12);
+        assert!(sp.is_nan() || ((0.0..=1.0).contains(sp) && (sp + sn - 1.0).abs() < 1e-9) || sp + sn == 0.0, "SUMP {sp}, SUMN {sn}");
+    }
+    // R² is a share; Aroon positions lie in (0, 1].
+    assert!(at("RSQR60").iter().all(|r| r.is_nan() || (0.0..=1.0).contains(r)));
+    assert!(at("IMAX20").iter().all(|r| r.is_nan() || (*r > 0.0 && *r <= 1.0)));
 }

@@ -177,3 +177,33 @@ fn train_cli_json_has_the_documented_keys() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
 }
+
+/// `--seeds FILE` trains on any alpha file (here Qlib's Alpha158, shipped) and `--baseline
+/// FILE` puts another through the same model, named after its file in the report.
+#[test]
+fn train_takes_any_alpha_file_as_features_or_baseline() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = common::sample_config(dir.path(), &common::shared("data/sp500_sample.parquet"), None);
+    let base = dir.path().join("mine.txt");
+    std::fs::write(&base, "-1 * rank(delta(close, 5))\nrank(volume / adv20)\nts_rank(returns, 10)\n").expect("write");
+    let alpha158 = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha158.toml");
+    let train = |extra: &[&str]| {
+        common::bin().arg("--config").arg(&cfg).args(["train", "--json", "--max-rounds", "10", "--out"]).arg(dir.path().join("m.json")).args(extra).output().expect("runs")
+    };
+    let out = train(&["--seeds", alpha158.to_str().expect("utf-8 path"), "--baseline", base.to_str().expect("utf-8 path")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let features = v["features"].as_array().expect("features");
+    assert_eq!(features.len(), 158);
+    assert!(features.iter().any(|f| f["id"] == "alpha158_kmid"), "{features:?}");
+    assert_eq!(v["baselines"]["seeds_model_features"], "mine");
+    assert!(v["baselines"]["seeds_model"]["valid"]["rank_ic"].is_number());
+    // The table names the baseline by its file too.
+    let out = common::bin().arg("--config").arg(&cfg).args(["train", "--max-rounds", "5", "--seeds"]).arg(&base).arg("--baseline").arg(&alpha158).arg("--out").arg(dir.path().join("m2.json")).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("alpha158, same model"), "{}", String::from_utf8_lossy(&out.stdout));
+    // A missing file is named.
+    let out = train(&["--seeds", "nowhere.toml"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nowhere.toml"), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -34,10 +34,16 @@ pub struct TrainArgs {
     /// Use exactly these KB alphas (comma-separated ids) instead of --top.
     #[arg(long, value_delimiter = ',')]
     pub ids: Vec<String>,
-    /// Use the alpha101 seeds (alpha_kb/seeds/alpha101.toml) as the features.
-    #[arg(long, conflicts_with = "ids")]
-    pub seeds: bool,
-    /// Skip the baseline of the alpha101 seeds through the same model.
+    /// Use the alphas of an alpha file as the features instead of KB alphas: without FILE
+    /// the alpha101 seeds (alpha_kb/seeds/alpha101.toml); alpha_kb/seeds/alpha158.toml is
+    /// Qlib's Alpha158.
+    #[arg(long, conflicts_with = "ids", num_args = 0..=1, default_missing_value = "", value_name = "FILE")]
+    pub seeds: Option<String>,
+    /// The baseline trained through the same model beside the chosen features: an alpha
+    /// file (default: the alpha101 seeds; alpha_kb/seeds/alpha158.toml for Qlib's Alpha158).
+    #[arg(long, value_name = "FILE", conflicts_with = "no_seed_baseline")]
+    pub baseline: Option<PathBuf>,
+    /// Skip the baseline (the alpha101 seeds or --baseline) through the same model.
     #[arg(long)]
     pub no_seed_baseline: bool,
     /// Per-date transform of the features.
@@ -106,9 +112,10 @@ pub struct PredictArgs {
     pub n: Option<usize>,
 }
 
-/// The seed alphas that compile on this data (the `cap` one does not).
-fn seed_features(data: &MarketData, resolver: &AlphaSet) -> Result<Vec<Feature>> {
-    let p = seeds::default_file();
+/// The alphas of an alpha file that compile on this data (of the seeds, the `cap` one does
+/// not); an empty path means the shipped seeds.
+fn seed_features(data: &MarketData, resolver: &AlphaSet, file: &Path) -> Result<Vec<Feature>> {
+    let p = if file.as_os_str().is_empty() { seeds::default_file() } else { file.to_path_buf() };
     let defs = seeds::load(&p)?;
     let mut c = Compiler::new(Schema::of(data), resolver);
     Ok(defs
@@ -178,7 +185,7 @@ fn config(args: &TrainArgs) -> TrainConfig {
 
 pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
     // Checked first: it is the arguments' fault, whatever the data and the KB hold.
-    if args.split == "test" && !args.seeds && args.ids.is_empty() && args.curve.is_none() {
+    if args.split == "test" && args.seeds.is_none() && args.ids.is_empty() && args.curve.is_none() {
         bail!("features are never chosen on the test split: use --split train or valid");
     }
     let data = load_data(&args.data, cfg, args.json)?;
@@ -207,34 +214,52 @@ pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
         return write_curve(dir, &rows, args.json);
     }
 
-    let features = if args.seeds {
-        seed_features(&data, &resolver)?
+    let features = if let Some(file) = &args.seeds {
+        seed_features(&data, &resolver, Path::new(file))?
     } else {
         let kb = super::kb::open(args.kb.as_deref(), cfg, false)?;
         kb_features(&kb, &args)?
     };
     let res = model::train(&data, &splits, &features, &resolver, &tcfg, &mcfg, say)?;
-    let seed_model = if args.seeds || args.no_seed_baseline {
-        None
-    } else {
-        say("baseline: the alpha101 seeds through the same model");
-        let fixed = TrainConfig { refit_months: None, ..tcfg.clone() };
-        Some(model::train(&data, &splits, &seed_features(&data, &resolver)?, &resolver, &fixed, &mcfg, |_| {})?)
+    // The baseline: the seeds (unless they are the features already) or --baseline.
+    let baseline = match (&args.baseline, &args.seeds) {
+        _ if args.no_seed_baseline => None,
+        (Some(file), _) => Some(file.clone()),
+        (None, None) => Some(PathBuf::new()),
+        (None, Some(_)) => None,
+    };
+    let seed_model = match &baseline {
+        None => None,
+        Some(file) => {
+            say(&format!("baseline: {} through the same model", baseline_name(file)));
+            let fixed = TrainConfig { refit_months: None, ..tcfg.clone() };
+            Some(model::train(&data, &splits, &seed_features(&data, &resolver, file)?, &resolver, &fixed, &mcfg, |_| {})?)
+        }
     };
     pb.finish_and_clear();
     if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     res.saved.save(&args.out)?;
-    print_train(&res, seed_model.as_ref(), &args, &tcfg)?;
+    let seed_model = seed_model.map(|m| (baseline_name(baseline.as_deref().unwrap_or(Path::new(""))), m));
+    print_train(&res, seed_model.as_ref().map(|(n, m)| (n.as_str(), m)), &args, &tcfg)?;
     Ok(0)
+}
+
+/// How the report names a baseline file: the shipped seeds as "alpha101 seeds", any other
+/// by its file name.
+fn baseline_name(file: &Path) -> String {
+    if file.as_os_str().is_empty() {
+        return "alpha101 seeds".into();
+    }
+    file.file_stem().map_or_else(|| file.display().to_string(), |s| s.to_string_lossy().into_owned())
 }
 
 fn report_json(r: &Report) -> serde_json::Value {
     serde_json::to_value(r).unwrap_or_default()
 }
 
-fn print_train(res: &TrainResult, seeds: Option<&TrainResult>, args: &TrainArgs, tcfg: &TrainConfig) -> Result<()> {
+fn print_train(res: &TrainResult, seeds: Option<(&str, &TrainResult)>, args: &TrainArgs, tcfg: &TrainConfig) -> Result<()> {
     if args.json {
         let mut v = report_json(&res.model);
         v["features"] = serde_json::to_value(&res.features)?;
@@ -250,8 +275,9 @@ fn print_train(res: &TrainResult, seeds: Option<&TrainResult>, args: &TrainArgs,
             b.insert("best_single".into(), serde_json::json!({"id": id, "report": report_json(r)}));
         }
         b.insert("equal_weight".into(), report_json(&res.equal_weight));
-        if let Some(s) = seeds {
+        if let Some((name, s)) = seeds {
             b.insert("seeds_model".into(), report_json(&s.model));
+            b.insert("seeds_model_features".into(), serde_json::json!(name));
         }
         v["baselines"] = serde_json::Value::Object(b);
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -296,8 +322,8 @@ fn print_train(res: &TrainResult, seeds: Option<&TrainResult>, args: &TrainArgs,
         add(&format!("best single ({id})"), r);
     }
     add("equal-weight ranks", &res.equal_weight);
-    if let Some(s) = seeds {
-        add("alpha101 seeds, same model", &s.model);
+    if let Some((name, s)) = seeds {
+        add(&format!("{name}, same model"), &s.model);
     }
     println!("{}", render(&["signal", "split", "ic", "rank_ic", "icir", "mse", "sharpe (net)", "max_dd", "turnover"], &rows));
     if let Some(w) = &res.walk_forward {
