@@ -1,7 +1,8 @@
 //! Engine benchmarks on the full shipped panel (4,822 dates × 496 stocks):
 //! panel loading, one cross-sectional rank, one rolling correlation, one rolling maximum,
 //! scoring one signal,
-//! and the whole alpha101 seed set with full metrics on one thread and on all cores.
+//! the whole alpha101 seed set with full metrics on one thread and on all cores, and Qlib's
+//! Alpha158 (`alpha_kb/seeds/alpha158.toml`) with full metrics on one thread.
 //!
 //! Run: `cargo bench --bench engine` (figures in benches/README.md, every session's in benches/HISTORY.md).
 
@@ -25,9 +26,10 @@ fn full() -> MarketData {
     load(&data_path(), &LoadOptions::default()).expect("the shipped data loads")
 }
 
-/// Evaluates every seed that compiles and scores it; returns how many were evaluated.
-fn all_seeds(data: &MarketData) -> usize {
-    let defs = seeds::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml")).expect("seeds");
+/// Evaluates every alpha of a shipped alpha file that compiles and scores it; returns how
+/// many were evaluated.
+fn all_seeds(data: &MarketData, file: &str) -> usize {
+    let defs = seeds::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds").join(file)).expect("seeds");
     let set = AlphaSet::from_defs(&defs);
     let prep = prepare(data, &Period::All, &Splits::default(), MetricsConfig::default()).expect("prepare");
     let mut c = Compiler::new(Schema::of(&prep.data), &set);
@@ -62,8 +64,9 @@ fn benches(c: &mut Criterion) {
     drop(prep);
     let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("pool");
     g.measurement_time(Duration::from_secs(60));
-    g.bench_function("alpha101_full_metrics_1_thread", |b| b.iter(|| one.install(|| all_seeds(&data))));
-    g.bench_function("alpha101_full_metrics_all_cores", |b| b.iter(|| all_seeds(&data)));
+    g.bench_function("alpha101_full_metrics_1_thread", |b| b.iter(|| one.install(|| all_seeds(&data, "alpha101.toml"))));
+    g.bench_function("alpha101_full_metrics_all_cores", |b| b.iter(|| all_seeds(&data, "alpha101.toml")));
+    g.bench_function("alpha158_full_metrics_1_thread", |b| b.iter(|| one.install(|| all_seeds(&data, "alpha158.toml"))));
     g.finish();
     eprintln!("peak RSS of the benchmark process: {:.0} MB", peak_rss_mb());
 }

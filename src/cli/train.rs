@@ -231,9 +231,10 @@ pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
     let seed_model = match &baseline {
         None => None,
         Some(file) => {
-            say(&format!("baseline: {} through the same model", baseline_name(file)));
+            let name = baseline_name(file);
+            say(&format!("baseline: {name} through the same model"));
             let fixed = TrainConfig { refit_months: None, ..tcfg.clone() };
-            Some(model::train(&data, &splits, &seed_features(&data, &resolver, file)?, &resolver, &fixed, &mcfg, |_| {})?)
+            Some((name, model::train(&data, &splits, &seed_features(&data, &resolver, file)?, &resolver, &fixed, &mcfg, |_| {})?))
         }
     };
     pb.finish_and_clear();
@@ -241,7 +242,6 @@ pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     res.saved.save(&args.out)?;
-    let seed_model = seed_model.map(|m| (baseline_name(baseline.as_deref().unwrap_or(Path::new(""))), m));
     print_train(&res, seed_model.as_ref().map(|(n, m)| (n.as_str(), m)), &args, &tcfg)?;
     Ok(0)
 }
