@@ -40,7 +40,8 @@ pub struct TrainArgs {
     #[arg(long, conflicts_with = "ids", num_args = 0..=1, default_missing_value = "", value_name = "FILE")]
     pub seeds: Option<String>,
     /// The baseline trained through the same model beside the chosen features: an alpha
-    /// file (default: the alpha101 seeds; alpha_kb/seeds/alpha158.toml for Qlib's Alpha158).
+    /// file (default: the alpha101 seeds, unless --seeds made them the features;
+    /// alpha_kb/seeds/alpha158.toml for Qlib's Alpha158).
     #[arg(long, value_name = "FILE", conflicts_with = "no_seed_baseline")]
     pub baseline: Option<PathBuf>,
     /// Skip the baseline (the alpha101 seeds or --baseline) through the same model.
