@@ -713,12 +713,14 @@ pub fn quantile(x: &[f64], d: usize, q: f64, out: &mut [f64]) {
             for &u in sorted.iter() {
                 (i, j) = (i + usize::from(u < old), j + usize::from(u < new));
             }
+            // Today's value enters at its place and each value up to the leaving one's
+            // moves one step towards it: a chain of swaps (a call to memmove per day cost
+            // more than the few values most days move).
+            let mut carry = new;
             if j > i {
-                sorted.copy_within(i + 1..j, i);
-                sorted[j - 1] = new;
+                sorted[i..j].iter_mut().rev().for_each(|v| std::mem::swap(v, &mut carry));
             } else {
-                sorted.copy_within(j..i, j + 1);
-                sorted[j] = new;
+                sorted[j..=i].iter_mut().for_each(|v| std::mem::swap(v, &mut carry));
             }
         } else {
             sorted.clear();
