@@ -27,6 +27,36 @@ fn eval_json_has_the_documented_keys() {
     assert!(v["coverage"].as_f64().is_some_and(|c| c > 0.99));
 }
 
+/// `ops --json`: the catalogue for scripts. Every operator it lists can be called by its name
+/// with its listed arguments, and the text listing says the same.
+#[test]
+fn ops_json_lists_every_operator_callable_as_listed() {
+    let (code, out, err) = run(&["ops", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let ops = v["operators"].as_array().expect("operators");
+    let (_, text, _) = run(&["ops"]);
+    let data = sample_arg();
+    for o in ops {
+        let name = o["name"].as_str().expect("name");
+        assert!(text.contains(o["doc"].as_str().expect("doc")), "{name}'s meaning is not in `ops`");
+        // A call with the listed arguments: series `close`, windows 5, level 0.5, group sector.
+        let args: Vec<&str> = o["params"].as_array().expect("params").iter().map(|p| match p.as_str().expect("param") {
+            "window" => "5",
+            "level" => "0.5",
+            "group" => "IndClass.sector",
+            _ => "close",
+        }).collect();
+        let call = format!("{name}({})", args.join(", "));
+        let (code, _, err) = run(&["eval", "--data", &data, "--period", "all", "--json", &call]);
+        assert_eq!(code, 0, "{call}: {err}");
+    }
+    assert!(ops.iter().any(|o| o["name"] == "ts_quantile" && o["params"] == serde_json::json!(["series", "window", "level"])));
+    assert!(ops.iter().any(|o| o["name"] == "max" && o["aliases"] == serde_json::json!(["greater"])));
+    let fields: Vec<&str> = v["fields"].as_array().expect("fields").iter().filter_map(|f| f["name"].as_str()).collect();
+    assert!(fields.contains(&"close") && fields.contains(&"vwap") && fields.contains(&"adv{d}"), "{fields:?}");
+}
+
 /// `--period train,valid` (or `--period` twice) puts one expression's metrics side by side,
 /// each the same as that period alone gives; several periods with a file are refused.
 #[test]

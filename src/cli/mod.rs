@@ -48,7 +48,11 @@ pub enum Command {
         cmd: data_cmd::DataCmd,
     },
     /// List every operator of the expression language with its exact meaning.
-    Ops,
+    Ops {
+        /// Print the catalogue as JSON (name, aliases, kind, arguments, meaning; the fields).
+        #[arg(long)]
+        json: bool,
+    },
     /// Mine alphas: the LLM writer/judge loops over an idea library, into the knowledge base.
     ///
     /// What an alpha must show to be accepted (train and valid Rank IC, coverage, novelty)
@@ -115,7 +119,11 @@ pub fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::SandboxWorker { dir } => Ok(crate::sandbox::worker::main(&dir)),
-        Command::Ops => {
+        Command::Ops { json: true } => {
+            println!("{}", serde_json::to_string_pretty(&crate::expr::ops::catalogue_json())?);
+            Ok(0)
+        }
+        Command::Ops { json: false } => {
             print!("{}", crate::expr::ops::describe());
             println!("Fields: open, high, low, close, volume (split/dividend adjusted), extra numeric columns of the data,");
             for (n, d) in crate::data::DERIVED_FIELDS {

@@ -275,6 +275,42 @@ pub fn callable_names() -> Vec<&'static str> {
     v
 }
 
+/// The catalogue for scripts (`alphaloop ops --json`): per operator the name a user calls
+/// (`min`/`max` for the two-series forms), aliases, kind, arguments and meaning; then the
+/// fields every data set has.
+pub fn catalogue_json() -> serde_json::Value {
+    let ops: Vec<serde_json::Value> = CATALOGUE
+        .iter()
+        .map(|o| {
+            let name = match o.name {
+                "min2" => "min",
+                "max2" => "max",
+                n => n,
+            };
+            let params: Vec<String> = o
+                .params
+                .iter()
+                .map(|p| match p {
+                    Series => "series".to_string(),
+                    Optional(d) => format!("series (optional, default {d})"),
+                    Window => "window".to_string(),
+                    Group => "group".to_string(),
+                    Level => "level".to_string(),
+                })
+                .collect();
+            let kind = match o.kind {
+                Elementwise => "elementwise",
+                TimeSeries => "time_series",
+                CrossSection => "cross_section",
+            };
+            serde_json::json!({ "name": name, "aliases": o.aliases, "kind": kind, "params": params, "doc": o.doc })
+        })
+        .collect();
+    let mut fields: Vec<serde_json::Value> = ["open", "high", "low", "close", "volume"].iter().map(|f| serde_json::json!({ "name": f, "doc": "split/dividend adjusted" })).collect();
+    fields.extend(crate::data::DERIVED_FIELDS.iter().map(|(n, d)| serde_json::json!({ "name": n, "doc": d })));
+    serde_json::json!({ "operators": ops, "fields": fields })
+}
+
 /// The catalogue as text, one operator per line, grouped by kind (for `alphaloop ops`
 /// and the writer's prompt).
 pub fn describe() -> String {
