@@ -31,9 +31,14 @@ fn all_101_formulas_parse_unchanged() {
     }
 }
 
+/// A shipped alpha file of alpha_kb/seeds.
+fn shipped(file: &str) -> Vec<seeds::AlphaDef> {
+    seeds::load(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds").join(file)).expect("shipped alpha file")
+}
+
 /// The shipped seed file.
 fn seed_defs() -> Vec<seeds::AlphaDef> {
-    seeds::load(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml")).expect("seed file")
+    shipped("alpha101.toml")
 }
 
 #[test]
@@ -120,7 +125,7 @@ fn a_batch_delivers_every_alpha_as_evaluated_alone() {
 #[test]
 fn alpha158_is_qlibs_default_set_and_evaluates_on_the_sample() {
     let data = sample();
-    let defs = seeds::load(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha158.toml")).expect("alpha158 file");
+    let defs = shipped("alpha158.toml");
     assert_eq!(defs.len(), 158);
     let names: Vec<&str> = defs.iter().map(|d| d.name.as_deref().expect("Qlib's name")).collect();
     assert!(names.starts_with(&["KMID", "KLEN", "KMID2", "KUP", "KUP2", "KLOW", "KLOW2", "KSFT", "KSFT2", "OPEN0", "HIGH0", "LOW0", "VWAP0"]));

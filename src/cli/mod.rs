@@ -125,7 +125,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         Command::Ops { json: false } => {
             print!("{}", crate::expr::ops::describe());
-            println!("Fields: open, high, low, close, volume (split/dividend adjusted), extra numeric columns of the data,");
+            println!("Fields: {} (split/dividend adjusted), extra numeric columns of the data,", crate::data::STORED_FIELDS.join(", "));
             for (n, d) in crate::data::DERIVED_FIELDS {
                 println!("  {n} = {d}");
             }

@@ -114,10 +114,9 @@ pub struct PredictArgs {
 }
 
 /// The alphas of an alpha file that compile on this data (of the seeds, the `cap` one does
-/// not); an empty path means the shipped seeds.
+/// not).
 fn seed_features(data: &MarketData, resolver: &AlphaSet, file: &Path) -> Result<Vec<Feature>> {
-    let p = if file.as_os_str().is_empty() { seeds::default_file() } else { file.to_path_buf() };
-    let defs = seeds::load(&p)?;
+    let defs = seeds::load(file)?;
     let mut c = Compiler::new(Schema::of(data), resolver);
     Ok(defs
         .into_iter()
@@ -215,18 +214,20 @@ pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
         return write_curve(dir, &rows, args.json);
     }
 
-    let features = if let Some(file) = &args.seeds {
-        seed_features(&data, &resolver, Path::new(file))?
+    // `--seeds` without a file: the shipped seeds.
+    let seed_file = args.seeds.as_deref().map(|f| if f.is_empty() { seeds::default_file() } else { PathBuf::from(f) });
+    let features = if let Some(file) = &seed_file {
+        seed_features(&data, &resolver, file)?
     } else {
         let kb = super::kb::open(args.kb.as_deref(), cfg, false)?;
         kb_features(&kb, &args)?
     };
     let res = model::train(&data, &splits, &features, &resolver, &tcfg, &mcfg, say)?;
     // The baseline: the seeds (unless they are the features already) or --baseline.
-    let baseline = match (&args.baseline, &args.seeds) {
+    let baseline = match (&args.baseline, &seed_file) {
         _ if args.no_seed_baseline => None,
         (Some(file), _) => Some(file.clone()),
-        (None, None) => Some(PathBuf::new()),
+        (None, None) => Some(seeds::default_file()),
         (None, Some(_)) => None,
     };
     let seed_model = match &baseline {
@@ -250,7 +251,7 @@ pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
 /// How the report names a baseline file: the shipped seeds as "alpha101 seeds", any other
 /// by its file name.
 fn baseline_name(file: &Path) -> String {
-    if file.as_os_str().is_empty() {
+    if file == seeds::default_file() {
         return "alpha101 seeds".into();
     }
     file.file_stem().map_or_else(|| file.display().to_string(), |s| s.to_string_lossy().into_owned())

@@ -69,6 +69,9 @@ pub fn describe_read_as(read_as: &[(String, String)]) -> String {
     read_as.iter().map(|(from, to)| format!("'{from}' as {to}")).collect::<Vec<_>>().join(", ")
 }
 
+/// Fields every data file has (split/dividend adjusted; `alphaloop ops` lists them).
+pub const STORED_FIELDS: [&str; 5] = ["open", "high", "low", "close", "volume"];
+
 /// Fields that are computed from the stored ones, with their definition (for `data info`
 /// and the operator catalogue).
 pub const DERIVED_FIELDS: &[(&str, &str)] = &[

@@ -306,7 +306,7 @@ pub fn catalogue_json() -> serde_json::Value {
             serde_json::json!({ "name": name, "aliases": o.aliases, "kind": kind, "params": params, "doc": o.doc })
         })
         .collect();
-    let mut fields: Vec<serde_json::Value> = ["open", "high", "low", "close", "volume"].iter().map(|f| serde_json::json!({ "name": f, "doc": "split/dividend adjusted" })).collect();
+    let mut fields: Vec<serde_json::Value> = crate::data::STORED_FIELDS.iter().map(|f| serde_json::json!({ "name": f, "doc": "split/dividend adjusted" })).collect();
     fields.extend(crate::data::DERIVED_FIELDS.iter().map(|(n, d)| serde_json::json!({ "name": n, "doc": d })));
     serde_json::json!({ "operators": ops, "fields": fields })
 }
