@@ -431,3 +431,74 @@ fn mine_settings_in_the_config_set_the_bar_and_stay_with_the_run() {
         assert!(!runs.join("never").exists());
     }
 }
+
+/// An OpenAI-compatible endpoint with scripted replies, for a test of the loop's own
+/// determinism (the real models are exercised above and in tests/llm.rs): the writer
+/// always writes the same expression, so each idea after the first repeats it.
+fn scripted_endpoint() -> String {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/v1", l.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(conn) = conn else { continue };
+            let mut r = std::io::BufReader::new(conn.try_clone().expect("clone"));
+            let mut len = 0;
+            loop {
+                let mut h = String::new();
+                if r.read_line(&mut h).expect("header") == 0 || h.trim().is_empty() {
+                    break;
+                }
+                if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().expect("length");
+                }
+            }
+            let mut body = vec![0; len];
+            r.read_exact(&mut body).expect("body");
+            let req: serde_json::Value = serde_json::from_slice(&body).expect("json");
+            let system = req["messages"][0]["content"].as_str().unwrap_or("");
+            let text = if system.starts_with("You review") {
+                "SCORE: 4\nADVICE: use a longer window"
+            } else if system.starts_with("You are a concise") {
+                "Short reversals repeat what the seeds already hold."
+            } else {
+                "-rank(delta(close, 3))"
+            };
+            let reply = serde_json::json!({"choices": [{"message": {"role": "assistant", "content": text}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}}).to_string();
+            let mut w = conn;
+            let _ = write!(w, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}", reply.len());
+        }
+    });
+    url
+}
+
+/// The same KB, data, settings and replies give the same run whatever the run is called:
+/// the default run id is the clock, and prompts that quoted an earlier attempt by its id
+/// made every later reply (and so every later alpha) differ from run to run. A run is
+/// recorded against scripted replies, then replayed under another id into a fresh KB; the
+/// replay calls no model, so it succeeds only if every prompt is the same.
+#[test]
+fn a_run_does_not_depend_on_its_id() {
+    let url = scripted_endpoint();
+    let (a, b) = (tempfile::tempdir().expect("tmp"), tempfile::tempdir().expect("tmp"));
+    let data = common::shared("data/sp500_sample.parquet");
+    let (cfg_a, cfg_b) = (config(a.path(), &data), config(b.path(), &data));
+    let runs = a.path().join("runs");
+    let out = mine(&cfg_a, &runs, &["--llm", "openai:scripted", "--ideas", "3", "--run-id", "first", "--json"]).env("OPENAI_BASE_URL", &url).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let recorded = std::fs::read_to_string(runs.join("first/replies.jsonl")).expect("replies");
+    // The path under test was taken: a prompt quoted an earlier attempt of the run.
+    assert!(recorded.contains("earlier attempt #0000"), "no prompt quoted an earlier attempt");
+    assert!(!recorded.contains("first-0"), "a prompt holds the run id");
+    let out = mine(&cfg_b, &runs, &["--ideas", "3", "--run-id", "second", "--json", "--replay"]).arg(runs.join("first/replies.jsonl")).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read = |p: PathBuf| -> Vec<serde_json::Value> { std::fs::read_to_string(p).expect("log").lines().map(|l| serde_json::from_str(l).expect("json")).collect() };
+    let (first, second) = (read(runs.join("first/log.jsonl")), read(runs.join("second/log.jsonl")));
+    assert_eq!(first.len(), 3);
+    assert_eq!(second.len(), 3);
+    for (f, s) in first.iter().zip(&second) {
+        for k in ["idea", "status", "code", "rounds", "train_rank_ic", "valid_rank_ic", "prompt_tokens", "completion_tokens"] {
+            assert_eq!(f[k], s[k], "{k} differs for {}", f["record_id"]);
+        }
+    }
+}

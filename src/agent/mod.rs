@@ -187,6 +187,30 @@ fn cut_off(error: String, used: u64, max_tokens: u32, python: bool) -> String {
     format!("the reply was cut off at the writer's limit of {max_tokens} tokens, so the {what} is incomplete ({error}); write a shorter {what}")
 }
 
+/// `text` with this run's record ids (`RUN-0002`, `RUN-gen0`) written `#0002`, `#gen0`.
+/// Why: the default run id is the clock, so a prompt quoting an earlier attempt by its
+/// full id differed from run to run, and so did every reply after it: the same KB, data,
+/// seed and model mined different alphas, and a recorded run could not be replayed under
+/// another id. Only whole ids are rewritten (not `p-` in `vwap-close` for a run `p`).
+fn this_run_as_hash<'t>(text: &'t str, run_id: &str) -> std::borrow::Cow<'t, str> {
+    let prefix = format!("{run_id}-");
+    if run_id.is_empty() || !text.contains(&prefix) {
+        return text.into();
+    }
+    let word = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(&prefix) {
+        let after = &rest[i + prefix.len()..];
+        let whole = !rest[..i].chars().next_back().is_some_and(word) && after.starts_with(|c: char| c.is_ascii_alphanumeric());
+        out.push_str(&rest[..i]);
+        out.push_str(if whole { "#" } else { &prefix });
+        rest = after;
+    }
+    out.push_str(rest);
+    out.into()
+}
+
 fn f4(x: f64) -> String {
     if x.is_finite() { format!("{x:.4}") } else { "n/a".into() }
 }
@@ -359,7 +383,7 @@ impl<'a> Miner<'a> {
     fn ask(&self, system: &str, user: String, grammar: Option<&String>, max_tokens: u32, seed: u32, tokens: &mut (u64, u64)) -> Result<String, AgentError> {
         let req = ChatRequest {
             system: system.to_string(),
-            messages: vec![Message::user(user)],
+            messages: vec![Message::user(this_run_as_hash(&user, &self.run_id).into_owned())],
             temperature: self.cfg.temperature as f32,
             max_tokens,
             stop: Vec::new(),
@@ -810,6 +834,16 @@ mod tests {
         let undefined = below("valid", None, 0.0);
         assert!(undefined.starts_with("valid Rank IC is undefined: no date had enough stocks"), "{undefined}");
         assert!(!undefined.contains("n/a"), "{undefined}");
+    }
+
+    #[test]
+    fn prompts_name_this_runs_records_without_the_run_id() {
+        let t = "behaves like the earlier attempt run17-0002 `rank(close)` (rejected); too correlated with accepted alpha run17-0001 and alpha101_025 (run17-gen0)";
+        assert_eq!(this_run_as_hash(t, "run17"), "behaves like the earlier attempt #0002 `rank(close)` (rejected); too correlated with accepted alpha #0001 and alpha101_025 (#gen0)");
+        // Only whole ids: not inside a longer name, an expression or another run's id.
+        assert_eq!(this_run_as_hash("vwap-close, xp-0001, p-(1)", "p"), "vwap-close, xp-0001, p-(1)");
+        assert_eq!(this_run_as_hash("run17-0002 and run170-0002", "run17"), "#0002 and run170-0002");
+        assert!(matches!(this_run_as_hash("no ids here", "run17"), std::borrow::Cow::Borrowed(_)));
     }
 
     #[test]

@@ -50,7 +50,8 @@ pub struct MineArgs {
     /// Name of a new run (default: run<unix time>).
     #[arg(long, conflicts_with = "resume")]
     pub run_id: Option<String>,
-    /// Replay the replies recorded by an earlier run (no model is called).
+    /// Replay the replies recorded by an earlier run (no model is called; `--llm` defaults
+    /// to the recording's model).
     #[arg(long)]
     pub replay: Option<PathBuf>,
     /// Who writes the alphas: `llm` (default: expressions), `python` (the LLM writes Python
@@ -138,14 +139,7 @@ pub fn runs_dir() -> PathBuf {
 fn open_llm(args: &MineArgs, cfg: &Config, run_dir: &Path) -> Result<Box<dyn LanguageModel>> {
     if let Some(p) = &args.replay {
         // Replay needs no model: the name the replies were recorded under is in the file.
-        let first = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
-        let name = first
-            .lines()
-            .next()
-            .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .and_then(|v| v["model"].as_str().map(str::to_string))
-            .with_context(|| format!("{}: not a reply recording", p.display()))?;
-        return Ok(Box::new(CachedModel::<Box<dyn LanguageModel>>::open(None, &name, p, Mode::Replay)?));
+        return Ok(Box::new(CachedModel::<Box<dyn LanguageModel>>::open(None, &recorded_model(p)?, p, Mode::Replay)?));
     }
     let inner: Box<dyn LanguageModel> = match args.llm() {
         "local" => {
@@ -165,6 +159,17 @@ fn open_llm(args: &MineArgs, cfg: &Config, run_dir: &Path) -> Result<Box<dyn Lan
         None => (run_dir.join("replies.jsonl"), Mode::Record),
     };
     Ok(Box::new(CachedModel::open(Some(inner), &name, &path, mode)?))
+}
+
+/// The model a reply recording was made with (`local:NAME` or `openai:MODEL`), from its
+/// first line.
+fn recorded_model(p: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+    text.lines()
+        .next()
+        .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .and_then(|v| v["model"].as_str().map(str::to_string))
+        .with_context(|| format!("{}: not a reply recording", p.display()))
 }
 
 impl MineArgs {
@@ -308,6 +313,12 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
         }
         (args.llm, args.writer) = (Some(p.llm.clone()), Some(p.writer.clone()));
         (args.no_inner_loop, args.no_kb) = (p.no_inner_loop, p.no_kb);
+    }
+    if let (None, Some(p)) = (&args.llm, &args.replay) {
+        // A replay asks what the recorded run asked, and a local model's prompts carry a
+        // grammar that a remote one's do not: the kind of model is the recording's.
+        let m = recorded_model(p)?;
+        args.llm = Some(if m.starts_with("local:") { "local".into() } else { m });
     }
     if args.llm().starts_with("openai:") && args.replay.is_none() && args.writer() != "gp" {
         // A missing key fails now, before a run directory is made and the data loaded.

@@ -125,7 +125,8 @@ impl Kb {
 
         if let Some(b) = behaviour {
             let neg: Vec<f32> = b.iter().map(|x| -x).collect();
-            let mut cands: HashMap<String, (f64, AlphaRecord)> = HashMap::new();
+            // Ordered by id, so that equal correlations resolve the same way in every run.
+            let mut cands: std::collections::BTreeMap<String, (f64, AlphaRecord)> = Default::default();
             for (sign, q) in [(1.0, b), (-1.0, &neg[..])] {
                 for (score, doc) in self.nearest(BEHAVIOUR, q, &accepted, cfg.neighbours, false)? {
                     let Ok(r) = self.decode_doc(&doc) else { continue };
@@ -176,7 +177,8 @@ impl Kb {
                     let theirs = self.cached_subtrees(&r);
                     let Some(theirs) = theirs else { continue };
                     let c = largest_common(&mine, &theirs);
-                    if c > best.0 {
+                    // Equal overlaps go to the smaller id, whatever order the store lists them in.
+                    if c > best.0 || (c == best.0 && c > 0 && r.id < best.1) {
                         best = (c, r.id.clone());
                     }
                 }
