@@ -432,9 +432,10 @@ fn mine_settings_in_the_config_set_the_bar_and_stay_with_the_run() {
     }
 }
 
-/// An OpenAI-compatible endpoint with scripted replies, for a test of the loop's own
-/// determinism (the real models are exercised above and in tests/llm.rs): the writer
-/// always writes the same expression, so each idea after the first repeats it.
+/// An OpenAI-compatible endpoint with scripted replies, for tests of the loop's own logic
+/// (the real models are exercised above and in tests/llm.rs): the writer always writes
+/// `-rank(delta(close, 3))` (train Rank IC 0.0011 on the sample, below the bar of 0.002),
+/// so each idea after the first repeats it, and the judge always scores it 9.
 fn scripted_endpoint() -> String {
     use std::io::{Read, Write};
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -458,7 +459,7 @@ fn scripted_endpoint() -> String {
             let req: serde_json::Value = serde_json::from_slice(&body).expect("json");
             let system = req["messages"][0]["content"].as_str().unwrap_or("");
             let text = if system.starts_with("You review") {
-                "SCORE: 4\nADVICE: use a longer window"
+                "SCORE: 9\nADVICE: use a longer window"
             } else if system.starts_with("You are a concise") {
                 "Short reversals repeat what the seeds already hold."
             } else {
@@ -476,9 +477,10 @@ fn scripted_endpoint() -> String {
 /// the default run id is the clock, and prompts that quoted an earlier attempt by its id
 /// made every later reply (and so every later alpha) differ from run to run. A run is
 /// recorded against scripted replies, then replayed under another id into a fresh KB; the
-/// replay calls no model, so it succeeds only if every prompt is the same.
+/// replay calls no model, so it succeeds only if every prompt is the same. Also: a judge's
+/// high score ends the rounds only for a candidate that clears the train bar.
 #[test]
-fn a_run_does_not_depend_on_its_id() {
+fn a_run_does_not_depend_on_its_id_and_a_high_score_below_the_bar_goes_on() {
     let url = scripted_endpoint();
     let (a, b) = (tempfile::tempdir().expect("tmp"), tempfile::tempdir().expect("tmp"));
     let data = common::shared("data/sp500_sample.parquet");
@@ -496,6 +498,11 @@ fn a_run_does_not_depend_on_its_id() {
     let (first, second) = (read(runs.join("first/log.jsonl")), read(runs.join("second/log.jsonl")));
     assert_eq!(first.len(), 3);
     assert_eq!(second.len(), 3);
+    for o in &first {
+        assert!(o["train_rank_ic"].as_f64().is_some_and(|r| r < 0.002), "{o}");
+        assert_eq!(o["status"], "rejected");
+        assert_eq!(o["rounds"], 3, "a judge's 9 ended the rounds on a candidate below the bar: {o}");
+    }
     for (f, s) in first.iter().zip(&second) {
         for k in ["idea", "status", "code", "rounds", "train_rank_ic", "valid_rank_ic", "prompt_tokens", "completion_tokens"] {
             assert_eq!(f[k], s[k], "{k} differs for {}", f["record_id"]);

@@ -302,6 +302,16 @@ impl Candidate {
             score: 0.0,
         }
     }
+
+    /// Whether the candidate can still be accepted on what the loop knows (train only):
+    /// it runs, is not rejected as unoriginal, and clears the train bar. The judge's score
+    /// ranks candidates only within the same answer, and ends the rounds only when yes:
+    /// stopping on a high score for a candidate the bar then rejects wasted the rounds left.
+    fn viable(&self, min_train_rank_ic: f64) -> (bool, bool) {
+        let runs = self.error.is_none();
+        let original = self.novelty.as_ref().is_none_or(|v| v.reject.is_none());
+        (runs, runs && original && self.metrics.get("train").is_some_and(|m| m.rank_ic >= min_train_rank_ic))
+    }
 }
 
 /// GBNF grammars for each kind of reply, used when the model supports constrained
@@ -583,12 +593,14 @@ impl<'a> Miner<'a> {
                 (s, a)
             };
             cand.score = score;
-            let better = best.as_ref().is_none_or(|b| (b.error.is_some() && cand.error.is_none()) || (cand.error.is_none() == b.error.is_none() && score > b.score));
+            let bar = self.cfg.min_train_rank_ic;
+            let viable = cand.viable(bar);
+            let better = best.as_ref().is_none_or(|b| viable > b.viable(bar) || (viable == b.viable(bar) && score > b.score));
             last = Some((code.clone(), score, advice));
             if better {
                 best = Some(cand);
             }
-            if score >= self.cfg.beta {
+            if viable.1 && score >= self.cfg.beta {
                 break;
             }
         }

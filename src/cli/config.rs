@@ -58,7 +58,8 @@ pub struct Config {
 pub struct MineSettings {
     /// Writer/judge rounds per idea at most (3).
     pub rounds: Option<u32>,
-    /// The rounds stop early once the judge scores a candidate at least this, 0–10 (7).
+    /// The rounds stop early once the judge scores at least this, 0–10 (7), a candidate
+    /// that runs, is original and clears the train bar (the rest decide acceptance).
     pub judge_threshold: Option<f64>,
     /// Acceptance: Rank IC on train at least this (0.002) ...
     pub min_train_rank_ic: Option<f64>,
