@@ -478,7 +478,8 @@ fn scripted_endpoint() -> String {
 /// made every later reply (and so every later alpha) differ from run to run. A run is
 /// recorded against scripted replies, then replayed under another id into a fresh KB; the
 /// replay calls no model, so it succeeds only if every prompt is the same. Also: a judge's
-/// high score ends the rounds only for a candidate that clears the train bar.
+/// high score ends the rounds only for a candidate that clears the train bar, and a writer
+/// that copies a known alpha is asked again before the copy is evaluated.
 #[test]
 fn a_run_does_not_depend_on_its_id_and_a_high_score_below_the_bar_goes_on() {
     let url = scripted_endpoint();
@@ -492,6 +493,13 @@ fn a_run_does_not_depend_on_its_id_and_a_high_score_below_the_bar_goes_on() {
     // The path under test was taken: a prompt quoted an earlier attempt of the run.
     assert!(recorded.contains("earlier attempt #0000"), "no prompt quoted an earlier attempt");
     assert!(!recorded.contains("first-0"), "a prompt holds the run id");
+    // A copy of a known alpha (here every reply after the first) is asked again twice
+    // before it is evaluated: 1 + 2 × 3 writer calls for the first idea's three rounds, 3 × 3
+    // for each later one (the first idea's record is among the failures shown), and one
+    // review per round all the same.
+    let systems: Vec<String> = recorded.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json")["request"]["system"].as_str().expect("system").to_string()).collect();
+    assert_eq!(systems.iter().filter(|s| s.starts_with("You are a quantitative researcher who writes")).count(), 1 + 2 * 3 + 2 * 9);
+    assert_eq!(systems.iter().filter(|s| s.starts_with("You review")).count(), 9);
     let out = mine(&cfg_b, &runs, &["--ideas", "3", "--run-id", "second", "--json", "--replay"]).arg(runs.join("first/replies.jsonl")).output().expect("runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let read = |p: PathBuf| -> Vec<serde_json::Value> { std::fs::read_to_string(p).expect("log").lines().map(|l| serde_json::from_str(l).expect("json")).collect() };

@@ -167,6 +167,19 @@ impl Templates {
 /// scored: too few stocks with a finite signal and label, or a signal that never varied
 /// across them) says so, since the writer and the lesson read this text, and "n/a is
 /// below 0.002" teaches them nothing.
+/// Further writer calls (other seeds) when a reply copies a known alpha.
+const COPY_RETRIES: u32 = 2;
+
+/// The form two copies of one alpha share: the parsed expression printed back (spacing,
+/// redundant brackets and the case of names aside), else the trimmed text (Python, or an
+/// expression that does not parse).
+fn canonical(code: &str, python: bool) -> String {
+    match crate::expr::parse(code) {
+        Ok(e) if !python => e.to_string().to_lowercase(),
+        _ => code.trim().to_string(),
+    }
+}
+
 fn below(split: &str, rank_ic: Option<f64>, min: f64) -> String {
     match rank_ic {
         Some(v) => format!("{split} Rank IC {} is below {min}", f4(v)),
@@ -525,6 +538,8 @@ impl<'a> Miner<'a> {
         let parents: Vec<String> = ctx.successes.iter().map(|h| h.record.id.clone()).collect();
 
         let rounds = if self.cfg.no_inner_loop { 1 } else { self.cfg.rounds.max(1) };
+        // What the writer has seen or written for this idea, so that a copy gets a fresh try.
+        let mut known: std::collections::HashSet<String> = ctx.successes.iter().chain(&ctx.failures).map(|h| canonical(&h.record.code, self.cfg.python)).collect();
         let mut reviews = Vec::new();
         let mut best: Option<Candidate> = None;
         let mut last: Option<(String, f64, String)> = None;
@@ -542,9 +557,22 @@ impl<'a> Miner<'a> {
             let tw = Instant::now();
             let max_tokens = if self.cfg.python { 400 } else { 96 };
             let before = tokens.1;
-            let reply = self.ask(&self.writer_system, user, self.grammars.as_ref().and_then(|g| g.expr.as_ref()), max_tokens, (seq as u32) * 31 + round, &mut tokens)?;
+            let extract = |reply: &str| if self.cfg.python { extract_python(reply) } else { extract_expression(reply) };
+            let grammar = self.grammars.as_ref().and_then(|g| g.expr.as_ref());
+            let seed = (seq as u32) * 31 + round;
+            let mut code = extract(&self.ask(&self.writer_system, user.clone(), grammar, max_tokens, seed, &mut tokens)?);
+            // A copy of an alpha in the prompt or of an earlier attempt at this idea (small
+            // models copy the failures they are shown) is asked again with other seeds
+            // before it costs an evaluation and a review: its outcome is known already.
+            for retry in 1..=COPY_RETRIES {
+                if !known.contains(&canonical(&code, self.cfg.python)) {
+                    break;
+                }
+                tracing::debug!(idea = %idea.id, round, retry, "the writer copied a known alpha: {code}");
+                code = extract(&self.ask(&self.writer_system, user.clone(), grammar, max_tokens, seed.wrapping_add(retry * 1_000_003), &mut tokens)?);
+            }
+            known.insert(canonical(&code, self.cfg.python));
             t.writer += tw.elapsed().as_secs_f64();
-            let code = if self.cfg.python { extract_python(&reply) } else { extract_expression(&reply) };
 
             let te = Instant::now();
             let mut cand = self.evaluate(&id, &code)?;
@@ -856,6 +884,16 @@ mod tests {
         assert_eq!(this_run_as_hash("vwap-close, xp-0001, p-(1)", "p"), "vwap-close, xp-0001, p-(1)");
         assert_eq!(this_run_as_hash("run17-0002 and run170-0002", "run17"), "#0002 and run170-0002");
         assert!(matches!(this_run_as_hash("no ids here", "run17"), std::borrow::Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn copies_of_an_expression_share_one_form() {
+        let c = |s: &str| canonical(s, false);
+        assert_eq!(c("((-1 * (returns - adv60)) / vwap)"), c("-1 * (returns - adv60) / vwap"));
+        assert_eq!(c("Ts_Rank(volume, 5)"), c(" ts_rank( volume,5 ) "));
+        assert_ne!(c("rank(delta(close, 3))"), c("rank(delta(close, 5))"));
+        assert_ne!(c("a - b - c"), c("a - (b - c)"));
+        assert_eq!(canonical(" class F(Factor): pass\n", true), "class F(Factor): pass");
     }
 
     #[test]
