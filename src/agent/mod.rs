@@ -163,10 +163,6 @@ impl Templates {
     }
 }
 
-/// Why a candidate's Rank IC on `split` fails the threshold. An undefined one (no date
-/// scored: too few stocks with a finite signal and label, or a signal that never varied
-/// across them) says so, since the writer and the lesson read this text, and "n/a is
-/// below 0.002" teaches them nothing.
 /// Further writer calls (other seeds) when a reply copies a known alpha.
 const COPY_RETRIES: u32 = 2;
 
@@ -180,6 +176,10 @@ fn canonical(code: &str, python: bool) -> String {
     }
 }
 
+/// Why a candidate's Rank IC on `split` fails the threshold. An undefined one (no date
+/// scored: too few stocks with a finite signal and label, or a signal that never varied
+/// across them) says so, since the writer and the lesson read this text, and "n/a is
+/// below 0.002" teaches them nothing.
 fn below(split: &str, rank_ic: Option<f64>, min: f64) -> String {
     match rank_ic {
         Some(v) => format!("{split} Rank IC {} is below {min}", f4(v)),
@@ -316,10 +316,11 @@ impl Candidate {
         }
     }
 
-    /// Whether the candidate can still be accepted on what the loop knows (train only):
-    /// it runs, is not rejected as unoriginal, and clears the train bar. The judge's score
-    /// ranks candidates only within the same answer, and ends the rounds only when yes:
-    /// stopping on a high score for a candidate the bar then rejects wasted the rounds left.
+    /// (whether it runs, whether it can still be accepted on what the loop knows: it runs,
+    /// is not rejected as unoriginal and clears the train bar). Candidates rank by this
+    /// first and by the judge's score second, and a high score ends the rounds only for
+    /// one that can be accepted: stopping on a candidate the bar then rejected wasted the
+    /// rounds left.
     fn viable(&self, min_train_rank_ic: f64) -> (bool, bool) {
         let runs = self.error.is_none();
         let original = self.novelty.as_ref().is_none_or(|v| v.reject.is_none());
