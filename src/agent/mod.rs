@@ -562,17 +562,19 @@ impl<'a> Miner<'a> {
             let grammar = self.grammars.as_ref().and_then(|g| g.expr.as_ref());
             let seed = (seq as u32) * 31 + round;
             let mut code = extract(&self.ask(&self.writer_system, user.clone(), grammar, max_tokens, seed, &mut tokens)?);
+            let mut key = canonical(&code, self.cfg.python);
             // A copy of an alpha in the prompt or of an earlier attempt at this idea (small
             // models copy the failures they are shown) is asked again with other seeds
             // before it costs an evaluation and a review: its outcome is known already.
             for retry in 1..=COPY_RETRIES {
-                if !known.contains(&canonical(&code, self.cfg.python)) {
+                if !known.contains(&key) {
                     break;
                 }
                 tracing::debug!(idea = %idea.id, round, retry, "the writer copied a known alpha: {code}");
                 code = extract(&self.ask(&self.writer_system, user.clone(), grammar, max_tokens, seed.wrapping_add(retry * 1_000_003), &mut tokens)?);
+                key = canonical(&code, self.cfg.python);
             }
-            known.insert(canonical(&code, self.cfg.python));
+            known.insert(key);
             t.writer += tw.elapsed().as_secs_f64();
 
             let te = Instant::now();
@@ -624,7 +626,7 @@ impl<'a> Miner<'a> {
             cand.score = score;
             let bar = self.cfg.min_train_rank_ic;
             let viable = cand.viable(bar);
-            let better = best.as_ref().is_none_or(|b| viable > b.viable(bar) || (viable == b.viable(bar) && score > b.score));
+            let better = best.as_ref().is_none_or(|b| (viable, score) > (b.viable(bar), b.score));
             last = Some((code.clone(), score, advice));
             if better {
                 best = Some(cand);

@@ -162,12 +162,15 @@ fn open_llm(args: &MineArgs, cfg: &Config, run_dir: &Path) -> Result<Box<dyn Lan
 }
 
 /// The model a reply recording was made with (`local:NAME` or `openai:MODEL`), from its
-/// first line.
+/// first line only (an overnight run's recording runs to many megabytes, and a replay asks
+/// for this before the cache reads it whole).
 fn recorded_model(p: &Path) -> Result<String> {
-    let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
-    text.lines()
-        .next()
-        .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    use std::io::BufRead;
+    let file = std::fs::File::open(p).with_context(|| format!("cannot read {}", p.display()))?;
+    let mut first = String::new();
+    std::io::BufReader::new(file).read_line(&mut first).with_context(|| format!("cannot read {}", p.display()))?;
+    serde_json::from_str::<serde_json::Value>(&first)
+        .ok()
         .and_then(|v| v["model"].as_str().map(str::to_string))
         .with_context(|| format!("{}: not a reply recording", p.display()))
 }
