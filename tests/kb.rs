@@ -34,7 +34,7 @@ fn def(id: &str, formula: &str, idea: &str) -> AlphaDef {
 /// Evaluates and stores formulas as accepted records.
 fn add(kb: &mut Kb, defs: &[AlphaDef]) -> Vec<(AlphaRecord, Option<Vec<f32>>)> {
     let sample_spec = kb.behaviour_sample(sample(), &common::sample_splits()).expect("sample");
-    let items = io::evaluate_defs(defs, view(), &sample_spec, "test", |_| {});
+    let items = io::evaluate_defs(defs, &alphaloop::expr::NoAlphas, view(), &sample_spec, "test", |_| {});
     io::store_all(kb, items.clone(), |_| {}).expect("stored");
     items
 }
@@ -448,4 +448,58 @@ fn reopening_while_processes_are_spawned_finds_the_store_free() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     spawner.join().expect("spawner");
     assert!(result.is_ok(), "a reopen failed");
+}
+
+/// `alpha:ID` names the KB's records wherever formulas are read (`kb import`, `eval`,
+/// `train`), as well as the seeds; a record others build on is not deleted by accident,
+/// and a model keeps the formulas it was trained on, so it predicts after they are gone.
+#[test]
+fn alpha_ids_name_the_knowledge_base_s_records() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = dir.path().join("store");
+    let cfg = common::sample_config(dir.path(), &shared("data/sp500_sample.parquet"), Some(&store));
+    let run = |args: &[&str]| common::kb_cli(&cfg, &store, args);
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).expect("write");
+        p.to_str().expect("utf8").to_string()
+    };
+    run(&["import", &write("base.txt", "rank(delta(close, 3))\n")]);
+    // A KB record, a cycle (the line names itself) and a seed that is not in the KB.
+    let uses = write("uses.txt", "alpha:base_001 + rank(volume)\nalpha:uses_002 * 2\n-1 * alpha:alpha101_012\n");
+    let stored: Vec<serde_json::Value> = run(&["--json", "import", &uses]).lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
+    let status: std::collections::HashMap<&str, &str> = stored.iter().map(|v| (v["stored"].as_str().expect("id"), v["status"].as_str().expect("status"))).collect();
+    assert_eq!(status["uses_001"], "accepted", "{stored:?}");
+    assert_eq!(status["uses_002"], "error", "{stored:?}");
+    assert_eq!(status["uses_003"], "accepted", "{stored:?}");
+    let shown: serde_json::Value = serde_json::from_str(&run(&["--json", "show", "uses_002"])).expect("json");
+    assert!(shown["status"]["message"].as_str().is_some_and(|m| m.contains("alpha reference cycle: uses_002 -> uses_002")), "{shown}");
+
+    let eval = |expr: &str| bin().arg("--config").arg(&cfg).args(["eval", "--json", expr]).output().expect("runs");
+    let (by_id, written) = (eval("alpha:base_001"), eval("rank(delta(close, 3))"));
+    assert!(by_id.status.success(), "{}", String::from_utf8_lossy(&by_id.stderr));
+    assert_eq!(by_id.stdout, written.stdout, "a record's id evaluates as its formula");
+    let typo = eval("alpha:bsae_001 * 2");
+    assert!(String::from_utf8_lossy(&typo.stderr).contains("unknown alpha 'bsae_001' at 1; did you mean 'base_001'?"), "{}", String::from_utf8_lossy(&typo.stderr));
+
+    let rm = |force: bool| bin().arg("--config").arg(&cfg).args(["kb", "rm", "base_001"]).args(force.then_some("--force")).output().expect("runs");
+    let refused = rm(false);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && err.contains("alpha:base_001 is named in the code of uses_001") && err.contains("--force"), "{err}");
+    assert!(run(&["show", "base_001"]).contains("rank(delta(close, 3))"), "a refused rm deletes nothing");
+
+    let model = dir.path().join("m.json");
+    let train = bin().arg("--config").arg(&cfg).args(["train", "--ids", "uses_001,uses_003", "--no-seed-baseline", "--max-rounds", "5", "--out"]).arg(&model).output().expect("runs");
+    assert!(train.status.success(), "{}", String::from_utf8_lossy(&train.stderr));
+    let saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&model).expect("model")).expect("json");
+    assert_eq!(saved["alphas"]["base_001"], "rank(delta(close, 3))", "{}", saved["alphas"]);
+    assert!(saved["alphas"]["alpha101_012"].is_string(), "{}", saved["alphas"]);
+
+    assert!(rm(true).status.success());
+    let broken = eval("alpha:uses_001");
+    assert!(String::from_utf8_lossy(&broken.stderr).contains("unknown alpha 'base_001'"), "{}", String::from_utf8_lossy(&broken.stderr));
+    let predicted = bin().arg("--config").arg(&cfg).args(["predict", "--json", "--model"]).arg(&model).output().expect("runs");
+    assert!(predicted.status.success(), "the model keeps its formulas: {}", String::from_utf8_lossy(&predicted.stderr));
+    let scores: serde_json::Value = serde_json::from_slice(&predicted.stdout).expect("json");
+    assert!(scores.as_array().is_some_and(|a| a.len() > 40), "{scores}");
 }

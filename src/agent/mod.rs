@@ -17,7 +17,7 @@ pub mod gp;
 pub mod ideas;
 
 use crate::backtest::{Metrics, MiningView};
-use crate::expr::{evaluate, Compiler, NoAlphas, Schema};
+use crate::expr::{evaluate, Compiler, Schema};
 use crate::kb::novelty::NoveltyConfig;
 use crate::kb::{AlphaRecord, BehaviourSample, Kb, Kind, Review, Status};
 use crate::llm::{ChatRequest, LanguageModel, LlmError, Message};
@@ -445,7 +445,9 @@ impl<'a> Miner<'a> {
             ));
             return Ok(cand);
         }
-        let mut c = Compiler::new(Schema::of(&self.view.data), &NoAlphas);
+        // `alpha:ID` builds on a record of the KB (the novelty check compares signals, so
+        // `alpha:ID` of an accepted ID alone is a copy of it).
+        let mut c = Compiler::new(Schema::of(&self.view.data), self.kb);
         let root = match c.add(code) {
             Ok(r) => r,
             Err(e) => {

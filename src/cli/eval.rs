@@ -4,7 +4,7 @@ use super::table::{num, render};
 use super::{load_data, Config, DataArgs};
 use crate::backtest::{prepare, Grouped, Metrics, MetricsConfig, Scorer};
 use crate::data::{MarketData, Panel, Period, Splits};
-use crate::expr::{evaluate, Compiler, ExprError, Schema};
+use crate::expr::{evaluate, AlphaResolver, Chain, Compiler, ExprError, Schema};
 use crate::seeds::{self, AlphaDef, AlphaSet};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -52,9 +52,14 @@ pub struct EvalArgs {
     /// 0 trades at the signal's own close, which the conventions avoid on purpose).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(0..=250))]
     pub gap: u64,
-    /// Alpha definitions that `alpha:ID` may refer to (default: alpha_kb/seeds/alpha101.toml).
+    /// Alpha definitions that `alpha:ID` may refer to (default: alpha_kb/seeds/alpha101.toml);
+    /// an id found in neither this nor --file is looked up in the knowledge base.
     #[arg(long)]
     pub alphas: Option<PathBuf>,
+    /// The knowledge base whose records `alpha:ID` may name (default: the config's `kb`,
+    /// else alpha_kb/store); opened only for an id that no alpha file defines.
+    #[arg(long, env = "ALPHALOOP_KB")]
+    pub kb: Option<String>,
     /// Write the signal (long format: date, symbol, value) over the period to a .parquet or .csv file.
     #[arg(long, conflicts_with = "file")]
     pub dump: Option<PathBuf>,
@@ -108,7 +113,8 @@ pub fn run(args: EvalArgs, cfg: &Config) -> Result<i32> {
         bail!("several periods (--period {list}) go with one expression, without --dump, --plot or --by-year; give those one period");
     }
     let Some(period) = args.period.first() else { bail!("--period needs a period: train, valid, test, all or START:END") };
-    let alphas = resolver(&args, &file_defs)?;
+    let (files, kb) = (resolver(&args, &file_defs)?, super::kb::LazyKb::new(args.kb.as_deref(), cfg));
+    let alphas = Chain(vec![&files, &kb]);
     let data = load_data(&args.data, cfg, args.json)?;
     let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &data);
     let base = cfg.metrics();
@@ -141,7 +147,7 @@ fn print_expr_error(e: &ExprError) {
 
 /// One expression on several periods, side by side; each period is scored on the data cut
 /// at its own end, as one period alone would be.
-fn eval_periods(expr: &str, args: &EvalArgs, data: &MarketData, splits: &Splits, mcfg: MetricsConfig, alphas: &AlphaSet) -> Result<i32> {
+fn eval_periods(expr: &str, args: &EvalArgs, data: &MarketData, splits: &Splits, mcfg: MetricsConfig, alphas: &dyn AlphaResolver) -> Result<i32> {
     let mut done: Vec<(crate::backtest::Prepared, Metrics)> = Vec::new();
     for p in &args.period {
         let prep = prepare(data, p, splits, mcfg.clone())?;
@@ -208,13 +214,13 @@ fn quintiles(m: &Metrics) -> String {
     q.join("  ")
 }
 
-fn eval_one(expr: &str, args: &EvalArgs, prep: &crate::backtest::Prepared, alphas: &AlphaSet, splits: &Splits) -> Result<i32> {
+fn eval_one(expr: &str, args: &EvalArgs, prep: &crate::backtest::Prepared, alphas: &dyn AlphaResolver, splits: &Splits) -> Result<i32> {
     let Some(signal) = signal_of(expr, &prep.data, alphas)? else { return Ok(1) };
     report(expr, &signal, args, prep, splits)
 }
 
 /// The expression's signal on `data`; None once an error in the expression is printed.
-fn signal_of(expr: &str, data: &MarketData, alphas: &AlphaSet) -> Result<Option<Arc<Panel>>> {
+fn signal_of(expr: &str, data: &MarketData, alphas: &dyn AlphaResolver) -> Result<Option<Arc<Panel>>> {
     let mut c = Compiler::new(Schema::of(data), alphas);
     let root = match c.add(expr) {
         Ok(r) => r,
@@ -438,7 +444,7 @@ pub(super) struct Row {
     pub error: Option<String>,
 }
 
-fn eval_file(defs: &[AlphaDef], args: &EvalArgs, prep: &crate::backtest::Prepared, alphas: &AlphaSet) -> Result<i32> {
+fn eval_file(defs: &[AlphaDef], args: &EvalArgs, prep: &crate::backtest::Prepared, alphas: &dyn AlphaResolver) -> Result<i32> {
     let rows = evaluate_batch(defs, &prep.data, alphas, &prep.scorer, !args.json);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -498,7 +504,7 @@ fn eval_file(defs: &[AlphaDef], args: &EvalArgs, prep: &crate::backtest::Prepare
 pub(super) fn evaluate_batch(
     defs: &[AlphaDef],
     data: &MarketData,
-    alphas: &AlphaSet,
+    alphas: &dyn AlphaResolver,
     scorer: &Scorer,
     progress: bool,
 ) -> Vec<Row> {

@@ -124,10 +124,13 @@ pub enum KbCmd {
         #[arg(long)]
         plot: Option<PathBuf>,
     },
-    /// Delete a record.
+    /// Delete a record (refused while other records name it as `alpha:ID`).
     Rm {
         /// The record's id.
         id: String,
+        /// Delete it even though other records build on it (they will no longer evaluate).
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -147,6 +150,48 @@ pub fn open(flag: Option<&str>, cfg: &Config, create: bool) -> Result<Kb> {
         }
     }
     Ok(Kb::open_with(&loc, embedder(cfg)?, crate::llm::retry::Patience::from_minutes(cfg.retry_minutes))?)
+}
+
+/// The knowledge base as an `alpha:ID` resolver, opened at the first id that nothing
+/// asked before it knows: a plain expression needs no KB, and a mining run may hold the
+/// store's lock.
+pub struct LazyKb<'a> {
+    flag: Option<&'a str>,
+    cfg: &'a Config,
+    kb: std::cell::OnceCell<Result<Kb, String>>,
+    warned: std::cell::Cell<bool>,
+}
+
+impl<'a> LazyKb<'a> {
+    /// The KB named by the flag, the config or the default (never created here).
+    pub fn new(flag: Option<&'a str>, cfg: &'a Config) -> LazyKb<'a> {
+        LazyKb { flag, cfg, kb: Default::default(), warned: Default::default() }
+    }
+
+    /// The store, opened on first use.
+    pub fn get(&self) -> Result<&Kb> {
+        self.kb.get_or_init(|| open(self.flag, self.cfg, false).map_err(|e| format!("{e:#}"))).as_ref().map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    /// The store, or None with a warning (once) saying why `alpha:ID` cannot reach it.
+    fn reach(&self) -> Option<&Kb> {
+        let kb = self.get();
+        if let Err(e) = &kb {
+            if !self.warned.replace(true) {
+                tracing::warn!("alpha:ID cannot look in the knowledge base: {e}");
+            }
+        }
+        kb.ok()
+    }
+}
+
+impl crate::expr::AlphaResolver for LazyKb<'_> {
+    fn formula(&self, id: &str) -> Option<String> {
+        self.reach()?.formula(id)
+    }
+    fn ids(&self) -> Vec<String> {
+        self.reach().map(|kb| kb.ids()).unwrap_or_default()
+    }
 }
 
 /// The embedder the config names (default: the local all-MiniLM-L6-v2).
@@ -274,10 +319,15 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
             }
         }
         KbCmd::Import { file, class, data, family } => import(&mut kb, &file, class.as_deref(), &data, &family, cfg, json)?,
-        KbCmd::Rm { id } => {
-            if !kb.remove(&id)? {
+        KbCmd::Rm { id, force } => {
+            if kb.get(&id)?.is_none() {
                 bail!("no record '{id}' in {}", kb.location());
             }
+            let users: Vec<String> = kb.dependents(&id)?.into_iter().filter(|u| *u != id).collect();
+            if !users.is_empty() && !force {
+                bail!("alpha:{id} is named in the code of {}, which would no longer evaluate without it; delete those first, or pass --force", users.join(", "));
+            }
+            kb.remove(&id)?;
             if json {
                 println!("{}", serde_json::json!({"removed": id}));
             } else {
@@ -334,7 +384,8 @@ fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataA
         let defs = crate::seeds::load(file)?;
         let (view, sample) = mining(kb)?;
         let pb = super::progress(defs.len() as u64, json, "evaluating");
-        let items = io::evaluate_defs(&defs, &view, &sample, family, |_| pb.inc(1));
+        let seeds = crate::seeds::default_set()?;
+        let items = io::evaluate_defs(&defs, &crate::expr::Chain(vec![&seeds, &*kb]), &view, &sample, family, |_| pb.inc(1));
         pb.finish_and_clear();
         items
     } else {
@@ -387,10 +438,10 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
     let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &md);
     let mcfg = cfg.metrics();
     let prep = crate::backtest::prepare(&md, &crate::data::Period::Test, &splits, mcfg)?;
-    // `alpha:ID` may name any expression record, or a seed.
-    let mut alphas = crate::seeds::default_set()?;
+    // `alpha:ID` may name a seed or any expression record.
+    let seeds = crate::seeds::default_set()?;
+    let alphas = crate::expr::Chain(vec![&seeds, kb]);
     let def = |r: &AlphaRecord| crate::seeds::AlphaDef { id: r.id.clone(), formula: r.code.clone(), name: None, idea: None, source: None, family: None };
-    alphas.extend(&kb.records(&Filter::new().is("kind", "expression"))?.iter().map(def).collect::<Vec<_>>());
     // Expressions in one shared graph; programs one by one in their sandboxes (with the
     // look-ahead check, as when they were stored).
     let exprs: Vec<crate::seeds::AlphaDef> = recs.iter().filter(|r| r.kind == Kind::Expression).map(def).collect();

@@ -3,7 +3,7 @@
 use super::table::{num, render};
 use super::{load_data, Config, DataArgs};
 use crate::data::{Date, MarketData};
-use crate::expr::{Compiler, Schema};
+use crate::expr::{AlphaResolver, Chain, Compiler, Schema};
 use crate::kb::retrieve::cosine;
 use crate::kb::{Filter, Kb};
 use crate::model::{self, Feature, Report, StopOn, Target, TrainConfig, TrainResult, Transform};
@@ -114,11 +114,13 @@ pub struct PredictArgs {
 }
 
 /// The alphas of an alpha file that compile on this data (of the seeds, the `cap` one does
-/// not).
-fn seed_features(data: &MarketData, resolver: &AlphaSet, file: &Path) -> Result<Vec<Feature>> {
+/// not), and the file's definitions, which its `alpha:ID` names before those of `others`.
+fn seed_features(data: &MarketData, others: &dyn AlphaResolver, file: &Path) -> Result<(Vec<Feature>, AlphaSet)> {
     let defs = seeds::load(file)?;
-    let mut c = Compiler::new(Schema::of(data), resolver);
-    Ok(defs
+    let own = AlphaSet::from_defs(&defs);
+    let resolver = Chain(vec![&own, others]);
+    let mut c = Compiler::new(Schema::of(data), &resolver);
+    let features = defs
         .into_iter()
         .filter(|d| match c.add(&d.formula) {
             Ok(_) => true,
@@ -128,7 +130,9 @@ fn seed_features(data: &MarketData, resolver: &AlphaSet, file: &Path) -> Result<
             }
         })
         .map(|d| Feature { id: d.id, code: d.formula })
-        .collect())
+        .collect();
+    drop(c);
+    Ok((features, own))
 }
 
 /// Features from the KB: explicit ids, or the top N by a train/valid metric, greedily
@@ -191,23 +195,23 @@ pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
     let data = load_data(&args.data, cfg, args.json)?;
     let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &data);
     let mcfg = cfg.metrics();
-    let resolver = seeds::default_set()?;
+    // `alpha:ID` beyond a file's own alphas: the seeds, then the KB's records.
+    let (seeds, kb) = (seeds::default_set()?, super::kb::LazyKb::new(args.kb.as_deref(), cfg));
+    let shared = Chain(vec![&seeds, &kb]);
     let tcfg = config(&args);
     let pb = super::progress(0, args.json, "");
     pb.enable_steady_tick(std::time::Duration::from_millis(200));
     let say = |s: &str| pb.set_message(s.to_string());
 
     if let Some(dir) = &args.curve {
-        let kb = super::kb::open(args.kb.as_deref(), cfg, false)?;
-        let recs = kb.records(&Filter::new().is("status", "accepted").is("kind", "expression"))?;
+        let recs = kb.get()?.records(&Filter::new().is("status", "accepted").is("kind", "expression"))?;
         let all: Vec<Feature> = recs.into_iter().map(|r| Feature { id: r.id, code: r.code }).collect();
-        drop(kb);
         let mut ks: Vec<usize> = std::iter::successors(Some(5usize), |k| Some(k * 2)).take_while(|k| *k < all.len()).collect();
         ks.push(all.len());
         let mut rows = Vec::new();
         for k in ks {
             say(&format!("curve: k = {k}"));
-            let r = model::train(&data, &splits, &all[..k], &resolver, &tcfg, &mcfg, |_| {})?;
+            let r = model::train(&data, &splits, &all[..k], &shared, &tcfg, &mcfg, |_| {})?;
             rows.push((k, r));
         }
         pb.finish_and_clear();
@@ -216,13 +220,11 @@ pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
 
     // `--seeds` without a file: the shipped seeds.
     let seed_file = args.seeds.as_deref().map(|f| if f.is_empty() { seeds::default_file() } else { PathBuf::from(f) });
-    let features = if let Some(file) = &seed_file {
-        seed_features(&data, &resolver, file)?
-    } else {
-        let kb = super::kb::open(args.kb.as_deref(), cfg, false)?;
-        kb_features(&kb, &args)?
+    let (features, own) = match &seed_file {
+        Some(file) => seed_features(&data, &shared, file)?,
+        None => (kb_features(kb.get()?, &args)?, AlphaSet::default()),
     };
-    let res = model::train(&data, &splits, &features, &resolver, &tcfg, &mcfg, say)?;
+    let res = model::train(&data, &splits, &features, &Chain(vec![&own, &shared]), &tcfg, &mcfg, say)?;
     // The baseline: the seeds (unless they are the features already) or --baseline.
     let baseline = match (&args.baseline, &seed_file) {
         _ if args.no_seed_baseline => None,
@@ -236,7 +238,8 @@ pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
             let name = baseline_name(file);
             say(&format!("baseline: {name} through the same model"));
             let fixed = TrainConfig { refit_months: None, ..tcfg.clone() };
-            Some((name, model::train(&data, &splits, &seed_features(&data, &resolver, file)?, &resolver, &fixed, &mcfg, |_| {})?))
+            let (features, own) = seed_features(&data, &shared, file)?;
+            Some((name, model::train(&data, &splits, &features, &Chain(vec![&own, &shared]), &fixed, &mcfg, |_| {})?))
         }
     };
     pb.finish_and_clear();

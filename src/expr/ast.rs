@@ -90,6 +90,23 @@ impl Expr {
         }
     }
 
+    /// The alphas it names (`alpha:ID`), in order, each as often as it is named.
+    pub fn alpha_refs(&self) -> Vec<&str> {
+        let mut out = Vec::new();
+        let mut stack = vec![self];
+        while let Some(e) = stack.pop() {
+            match &e.kind {
+                ExprKind::AlphaRef(id) => out.push(id.as_str()),
+                ExprKind::Num(_) | ExprKind::Ident(_) => {}
+                ExprKind::Call { args, .. } => stack.extend(args.iter().rev()),
+                ExprKind::Neg(a) => stack.push(a),
+                ExprKind::Binary(_, a, b) => stack.extend([b, a].map(|x| &**x)),
+                ExprKind::Ternary(a, b, c) => stack.extend([c, b, a].map(|x| &**x)),
+            }
+        }
+        out
+    }
+
     /// Depth of the tree.
     pub fn depth(&self) -> usize {
         1 + match &self.kind {

@@ -8,7 +8,7 @@ use super::kernels::Value;
 use super::ops::{self, Kind, OpCtx, OpDef, Param};
 use super::parser::parse;
 use crate::data::{MarketData, DERIVED_FIELDS};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Index of a node in a [`Graph`]. Children always have smaller ids than their parents.
 pub type NodeId = usize;
@@ -96,6 +96,60 @@ impl AlphaResolver for HashMap<String, String> {
     }
     fn ids(&self) -> Vec<String> {
         self.keys().cloned().collect()
+    }
+}
+
+impl AlphaResolver for BTreeMap<String, String> {
+    fn formula(&self, id: &str) -> Option<String> {
+        self.get(id).cloned()
+    }
+    fn ids(&self) -> Vec<String> {
+        self.keys().cloned().collect()
+    }
+}
+
+/// Several resolvers asked in turn: the first that knows an id gives its formula (a
+/// file's own alphas before the seeds, the seeds before the knowledge base).
+pub struct Chain<'a>(pub Vec<&'a dyn AlphaResolver>);
+
+impl AlphaResolver for Chain<'_> {
+    fn formula(&self, id: &str) -> Option<String> {
+        self.0.iter().find_map(|r| r.formula(id))
+    }
+    fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.0.iter().flat_map(|r| r.ids()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+}
+
+/// A resolver that keeps every formula it hands out, so that what some expressions
+/// referred to can be stored beside them (a saved model must not depend on the records
+/// it was trained from staying in the knowledge base).
+pub struct Recording<'a> {
+    inner: &'a dyn AlphaResolver,
+    seen: std::cell::RefCell<BTreeMap<String, String>>,
+}
+
+impl<'a> Recording<'a> {
+    pub fn new(inner: &'a dyn AlphaResolver) -> Recording<'a> {
+        Recording { inner, seen: Default::default() }
+    }
+    /// Every id resolved so far, with its formula.
+    pub fn seen(&self) -> BTreeMap<String, String> {
+        self.seen.borrow().clone()
+    }
+}
+
+impl AlphaResolver for Recording<'_> {
+    fn formula(&self, id: &str) -> Option<String> {
+        let f = self.inner.formula(id)?;
+        self.seen.borrow_mut().insert(id.to_string(), f.clone());
+        Some(f)
+    }
+    fn ids(&self) -> Vec<String> {
+        self.inner.ids()
     }
 }
 

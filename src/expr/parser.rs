@@ -296,6 +296,13 @@ mod tests {
     }
 
     #[test]
+    fn alpha_refs_lists_every_named_alpha_in_order() {
+        let e = parse("alpha:a + rank(ts_max(alpha:b_1, 3)) * (x > 0 ? -alpha:a : alpha:c)").expect("parses");
+        assert_eq!(e.alpha_refs(), ["a", "b_1", "a", "c"]);
+        assert!(parse("rank(close)").expect("parses").alpha_refs().is_empty());
+    }
+
+    #[test]
     fn precedence_and_literals() {
         assert_eq!(show("1 + 2 * 3"), "(1 + (2 * 3))");
         assert_eq!(show("-x^2"), "(-(x ^ 2))");

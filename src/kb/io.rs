@@ -4,7 +4,7 @@
 use super::record::{AlphaRecord, Kind, Status, METRIC_NAMES};
 use super::{BehaviourSample, Kb, KbError};
 use crate::backtest::MiningView;
-use crate::expr::{evaluate, Compiler, Schema};
+use crate::expr::{evaluate, AlphaResolver, Chain, Compiler, Schema};
 use crate::seeds::{AlphaDef, AlphaSet};
 use std::path::Path;
 
@@ -14,14 +14,17 @@ const BATCH: usize = 32;
 /// Evaluates formulas on train and valid and returns records (accepted with metrics, or
 /// `error` with the message for formulas that do not compile), each with its behaviour
 /// vector. Signals are evaluated in one shared graph and dropped as soon as they are scored.
+/// `alpha:ID` names one of `defs`, else what `others` resolves (the seeds, the KB).
 pub fn evaluate_defs(
     defs: &[AlphaDef],
+    others: &dyn AlphaResolver,
     view: &MiningView,
     sample: &BehaviourSample,
     family: &str,
     mut progress: impl FnMut(usize),
 ) -> Vec<(AlphaRecord, Option<Vec<f32>>)> {
-    let resolver = AlphaSet::from_defs(defs);
+    let own = AlphaSet::from_defs(defs);
+    let resolver = Chain(vec![&own, others]);
     let mut c = Compiler::new(Schema::of(&view.data), &resolver);
     let mut out: Vec<(AlphaRecord, Option<Vec<f32>>)> = Vec::with_capacity(defs.len());
     let mut roots = Vec::new();

@@ -393,6 +393,31 @@ impl Kb {
         }
         Ok(s)
     }
+
+    /// The expression records that name `id` (`alpha:ID`) in their code: what deleting
+    /// `id` would break.
+    pub fn dependents(&self, id: &str) -> Result<Vec<String>, KbError> {
+        let recs = self.records(&Filter::new().is("kind", "expression"))?;
+        Ok(recs.into_iter().filter(|r| crate::expr::parse(&r.code).is_ok_and(|e| e.alpha_refs().contains(&id))).map(|r| r.id).collect())
+    }
+}
+
+/// `alpha:ID` of the knowledge base's expression records, whatever their status (a
+/// rejected alpha is still a formula another may build on). A store that cannot be read
+/// resolves nothing, with a warning: the compiler then reports the id as unknown.
+impl crate::expr::AlphaResolver for Kb {
+    fn formula(&self, id: &str) -> Option<String> {
+        match self.get(id) {
+            Ok(r) => r.filter(|r| r.kind == Kind::Expression).map(|r| r.code),
+            Err(e) => {
+                tracing::warn!("alpha:{id}: cannot read the knowledge base {}: {e}", self.location());
+                None
+            }
+        }
+    }
+    fn ids(&self) -> Vec<String> {
+        self.records(&Filter::new().is("kind", "expression")).map(|v| v.into_iter().map(|r| r.id).collect()).unwrap_or_default()
+    }
 }
 
 /// `YYYY-MM-DD` of a Unix time (UTC).

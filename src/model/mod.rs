@@ -17,7 +17,7 @@ pub mod plot;
 use crate::backtest::{Metrics, MetricsConfig, Scorer};
 use crate::data::{MarketData, Panel, Period, Splits};
 use crate::expr::kernels::cross;
-use crate::expr::{evaluate, AlphaResolver, Compiler, Schema};
+use crate::expr::{evaluate, AlphaResolver, Chain, Compiler, Recording, Schema};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use xgb::{Booster, DMatrix};
@@ -240,6 +240,11 @@ pub struct SavedModel {
     pub trees: u32,
     /// The booster in XGBoost's JSON format.
     pub booster: String,
+    /// The formula of every `alpha:ID` the features name (directly or through another),
+    /// so that predicting needs neither the knowledge base nor the alpha file they came
+    /// from.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub alphas: BTreeMap<String, String>,
 }
 
 /// Rows (date, asset) of one split with a finite label inside the split.
@@ -369,7 +374,8 @@ pub fn train(
 
     // Evaluate every feature once (one shared graph) and scatter it into the row matrices;
     // keep only what the baselines need (per-feature metrics and a running signed average).
-    let mut c = Compiler::new(Schema::of(data), resolver);
+    let resolver = Recording::new(resolver);
+    let mut c = Compiler::new(Schema::of(data), &resolver);
     let mut roots = Vec::new();
     for f in features {
         let r = c
@@ -377,6 +383,7 @@ pub fn train(
             .map_err(|e| ModelError::Feature { id: f.id.clone(), code: f.code.clone(), msg: e.to_string() })?;
         roots.push(r);
     }
+    let alphas = resolver.seen();
     progress("evaluating features");
     let mut single: Vec<[Metrics; 3]> = vec![Default::default(); features.len()];
     let mut sum = vec![0f64; nd * na];
@@ -497,6 +504,7 @@ pub fn train(
         data_fingerprint: data.fingerprint(),
         trees,
         booster: String::from_utf8_lossy(&booster.save_buffer(false).map_err(xe)?).into_owned(),
+        alphas,
     };
     // The refits build their own matrices: what only the fixed model needed goes first.
     drop((booster, dtrain, dvalid));
@@ -636,14 +644,17 @@ impl SavedModel {
     }
 
     /// Scores per stock on date index `t` of `data`: (symbol, score), best first.
+    /// `alpha:ID` resolves to the formulas saved with the model, else through `resolver`
+    /// (a model saved before it kept them).
     pub fn predict(&self, data: &MarketData, t: usize, resolver: &dyn AlphaResolver) -> Result<Vec<(String, f64)>, ModelError> {
+        let resolver = Chain(vec![&self.alphas, resolver]);
         let cfg = self.config.clone().unwrap_or_default();
         let booster = Booster::load_buffer(self.booster.as_bytes()).map_err(xe)?;
         // Signals at t only read data up to t: cut there so nothing later is even loaded.
         let data = data.truncate_dates(t + 1);
         let na = data.n_assets();
         let nf = self.features.len();
-        let mut c = Compiler::new(Schema::of(&data), resolver);
+        let mut c = Compiler::new(Schema::of(&data), &resolver);
         let mut roots = Vec::new();
         for f in &self.features {
             roots.push(
