@@ -464,7 +464,7 @@ fn alpha_ids_name_the_knowledge_base_s_records() {
         std::fs::write(&p, text).expect("write");
         p.to_str().expect("utf8").to_string()
     };
-    run(&["import", &write("base.txt", "rank(delta(close, 3))\n")]);
+    run(&["import", "--family", "base", &write("base.txt", "rank(delta(close, 3))\n")]);
     // A KB record, a cycle (the line names itself) and a seed that is not in the KB.
     let uses = write("uses.txt", "alpha:base_001 + rank(volume)\nalpha:uses_002 * 2\n-1 * alpha:alpha101_012\n");
     let stored: Vec<serde_json::Value> = run(&["--json", "import", &uses]).lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
@@ -487,6 +487,16 @@ fn alpha_ids_name_the_knowledge_base_s_records() {
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success() && err.contains("alpha:base_001 is named in the code of uses_001") && err.contains("--force"), "{err}");
     assert!(run(&["show", "base_001"]).contains("rank(delta(close, 3))"), "a refused rm deletes nothing");
+
+    // An alpha file exported from the KB stands alone: what its alphas name goes with them.
+    let exported = dir.path().join("seed.toml");
+    run(&["export", "--family", "seed", "--status", "accepted", "-o", exported.to_str().expect("utf8")]);
+    let defs = alphaloop::seeds::load(&exported).expect("an alpha file");
+    assert_eq!(defs.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["uses_001", "uses_003", "base_001"]);
+    let elsewhere = bin().arg("--config").arg(&cfg).args(["eval", "--json", "--kb"]).arg(dir.path().join("none")).arg("--file").arg(&exported).output().expect("runs");
+    assert!(elsewhere.status.success(), "{}", String::from_utf8_lossy(&elsewhere.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&elsewhere.stdout).expect("json");
+    assert!(rows.as_array().is_some_and(|a| a.len() == 3 && a.iter().all(|r| r["rank_ic"].is_number())), "{rows}");
 
     let model = dir.path().join("m.json");
     let train = bin().arg("--config").arg(&cfg).args(["train", "--ids", "uses_001,uses_003", "--no-seed-baseline", "--max-rounds", "5", "--out"]).arg(&model).output().expect("runs");

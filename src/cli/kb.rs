@@ -293,9 +293,17 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
                     format!("cannot tell the format of {} from its name: end it in .json, .csv, .parquet or .toml, or pass --format", p.display())
                 })?,
             };
-            let recs = kb.records(&status_filter(&status, family.as_deref())?)?;
+            let mut recs = kb.records(&status_filter(&status, family.as_deref())?)?;
             if recs.is_empty() {
                 known_family(&kb, family.as_deref())?;
+            }
+            if format == Format::Toml {
+                // An alpha file stands alone: the records the chosen ones name go with them.
+                let named = named_records(&kb, &recs)?;
+                if !named.is_empty() {
+                    eprintln!("added {} record(s) that the exported ones name as alpha:ID: {}", named.len(), named.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(", "));
+                    recs.extend(named);
+                }
             }
             let programs = recs.iter().filter(|r| r.kind != Kind::Expression).count();
             if format == Format::Toml && programs > 0 {
@@ -336,6 +344,26 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// The KB's records that `recs` name as `alpha:ID`, directly or through one another, and
+/// that are not among them; an id the KB does not hold (a seed) is left to the seed file.
+fn named_records(kb: &Kb, recs: &[AlphaRecord]) -> Result<Vec<AlphaRecord>> {
+    let mut known: std::collections::HashSet<String> = recs.iter().map(|r| r.id.clone()).collect();
+    let mut todo: Vec<String> = recs.iter().map(|r| r.code.clone()).collect();
+    let mut out = Vec::new();
+    while let Some(code) = todo.pop() {
+        let Ok(e) = crate::expr::parse(&code) else { continue };
+        for id in e.alpha_refs() {
+            if known.insert(id.to_string()) {
+                if let Some(r) = kb.get(id)?.filter(|r| r.kind == Kind::Expression) {
+                    todo.push(r.code.clone());
+                    out.push(r);
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn tempfile_path(ext: &str) -> PathBuf {

@@ -131,7 +131,6 @@ fn seed_features(data: &MarketData, others: &dyn AlphaResolver, file: &Path) -> 
         })
         .map(|d| Feature { id: d.id, code: d.formula })
         .collect();
-    drop(c);
     Ok((features, own))
 }
 
