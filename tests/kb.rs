@@ -317,9 +317,20 @@ fn kb_cli_end_to_end() {
     let valid: Vec<f64> = hold.iter().map(|h| h["valid"]["rank_ic"].as_f64().expect("valid")).collect();
     assert_eq!(valid, v[..3]);
     assert!(hold.iter().all(|h| h["test"]["rank_ic"].as_f64().is_some_and(f64::is_finite) && h["test"]["n_days"].as_u64() > Some(200)), "{hold:?}");
+    // Each with its Rank IC's t-statistic on valid and test, and Bonferroni's bar for the
+    // 101 attempts they were chosen among (upper 0.05 / 202 point of the normal).
+    for h in hold {
+        let f = |v: &serde_json::Value| v.as_f64().expect("a number");
+        let t = |split: &str| f(&h[split]["rank_icir"]) * f(&h[split]["n_days"]).sqrt();
+        assert!((f(&h["valid_t"]) - t("valid")).abs() < 1e-9 && (f(&h["test_t"]) - t("test")).abs() < 1e-9, "{h}");
+        assert!(f(&h["valid_t"]) > 0.5, "the best on valid have a positive t there: {h}");
+        assert_eq!(h["attempts"], 101);
+        assert!((f(&h["bar_t"]) - 3.4834208364606987).abs() < 1e-7, "{h}");
+    }
     let png = dir.path().join("holdout.png");
     let text = run(&["holdout", "-n", "3", "--plot", png.to_str().expect("utf8")]);
     assert!(text.contains("period test (2018-01-02..2018-12-31)") && text.contains("3 alphas: mean Rank IC train") && text.contains("among 101 attempts"), "{text}");
+    assert!(text.contains("for 101 attempts Bonferroni's bar (5 %, two-sided) is |t| >= 3.48: ") && text.contains("valid t"), "{text}");
     let bytes = std::fs::read(&png).expect("plot written");
     assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5_000, "{} bytes", bytes.len());
     let again: serde_json::Value = serde_json::from_str(&run(&["--json", "stats"])).expect("json");

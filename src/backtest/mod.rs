@@ -21,7 +21,7 @@
 //! * Distinctness counts the finite signal values of each scored date (whether or not
 //!   the label is finite).
 
-mod stats;
+pub mod stats;
 mod ties;
 
 pub use stats::{finite_bits, mean_std, pearson4, pearson_finite, pearson_many};
@@ -90,6 +90,15 @@ pub struct Metrics {
     /// Mean label of each signal quintile, lowest first.
     #[serde(deserialize_with = "nans_if_null")]
     pub quintile_returns: [f64; 5],
+}
+
+impl Metrics {
+    /// The Rank IC's t-statistic: its mean over its standard deviation, times the square
+    /// root of the days (a date has a Rank IC exactly when it has an IC: values with spread
+    /// have ranks with spread).
+    pub fn rank_ic_t(&self) -> f64 {
+        self.rank_icir * (self.n_days as f64).sqrt()
+    }
 }
 
 /// JSON has no NaN: serde_json writes it as `null`, and this reads `null` back as NaN.

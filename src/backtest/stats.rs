@@ -14,6 +14,42 @@ pub fn mean_std(v: &[f64]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
+/// The standard normal quantile Φ⁻¹(p) for 0 < p < 1 (NaN outside): Acklam's rational
+/// approximation, relative error under 1.2e-9, ample for a significance bar.
+#[allow(clippy::excessive_precision)] // the coefficients as published
+pub fn normal_quantile(p: f64) -> f64 {
+    const A: [f64; 6] = [-3.969683028665376e1, 2.209460984245205e2, -2.759285104469687e2, 1.383577518672690e2, -3.066479806614716e1, 2.506628277459239];
+    const B: [f64; 5] = [-5.447609879822406e1, 1.615858368580409e2, -1.556989798598866e2, 6.680131188771972e1, -1.328068155288572e1];
+    const C: [f64; 6] = [-7.784894002430293e-3, -3.223964580411365e-1, -2.400758277161838, -2.549732539343734, 4.374664141464968, 2.938163982698783];
+    const D: [f64; 4] = [7.784695709041462e-3, 3.224671290700398e-1, 2.445134137142996, 3.754408661907416];
+    let poly = |c: &[f64], x: f64| c.iter().fold(0.0, |acc, k| acc * x + k);
+    // The tails from the smaller of p and 1 − p, so that a tiny tail keeps its digits.
+    let tail = |p: f64| {
+        let q = (-2.0 * p.ln()).sqrt();
+        poly(&C, q) / (poly(&D, q) * q + 1.0)
+    };
+    const LOW: f64 = 0.02425;
+    if !(p > 0.0 && p < 1.0) {
+        f64::NAN
+    } else if p < LOW {
+        tail(p)
+    } else if p > 1.0 - LOW {
+        -tail(1.0 - p)
+    } else {
+        let q = p - 0.5;
+        let r = q * q;
+        poly(&A, r) * q / (poly(&B, r) * r + 1.0)
+    }
+}
+
+/// The |t| that one of `n` hypotheses tried must reach to be significant at `level`
+/// (two-sided) after Bonferroni's correction, each tested at level / n: the bar a signal
+/// chosen as the best of n attempts has to clear before its t-statistic means anything.
+/// Normal rather than Student's t: splits hold hundreds of days.
+pub fn bonferroni_t(level: f64, n: usize) -> f64 {
+    -normal_quantile(level / (2.0 * n.max(1) as f64))
+}
+
 /// Whether `x` takes a single value over the `n` cells where both are finite. Checked
 /// exactly: the mean of identical values can be off by an ulp, which would leave a tiny
 /// non-zero variance and a meaningless correlation instead of "zero variance".
@@ -302,6 +338,18 @@ mod avx512 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn normal_quantiles_and_the_bonferroni_bar() {
+        // Reference values: Python's statistics.NormalDist().inv_cdf.
+        for (p, z) in [(0.975, 1.959963984540054), (0.5, 0.0), (0.01, -2.3263478740408408), (1e-6, -4.753424308822899), (0.9999, 3.7190164854557084)] {
+            assert!((normal_quantile(p) - z).abs() < 1e-8 * z.abs().max(1.0), "p {p}: {} against {z}", normal_quantile(p));
+        }
+        assert!(normal_quantile(0.0).is_nan() && normal_quantile(1.0).is_nan() && normal_quantile(f64::NAN).is_nan());
+        assert!((bonferroni_t(0.05, 1) - 1.959963984540054).abs() < 1e-8);
+        // 100 attempts: each at 0.05 / 100, two-sided, so the upper 0.00025 point.
+        assert!((bonferroni_t(0.05, 100) - 3.480756404346213).abs() < 1e-7, "{}", bonferroni_t(0.05, 100));
+    }
 
     #[test]
     fn basics() {

@@ -111,7 +111,9 @@ pub enum KbCmd {
         family: String,
     },
     /// The final report: the accepted alphas (expressions and programs) on the test period, which mining
-    /// never sees, beside their train and valid Rank IC, in the order valid ranked them.
+    /// never sees, beside their train and valid Rank IC, in the order valid ranked them, with
+    /// the Rank IC's t-statistic on valid and test and the bar a valid t must clear for the
+    /// number of attempts in the KB (Bonferroni, 5 %).
     /// Nothing is written back: selection and lessons stay on train and valid.
     Holdout {
         #[command(flatten)]
@@ -498,6 +500,12 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
     let rows: Vec<super::eval::Row> =
         recs.iter().map(|r| by_id.remove(&r.id).unwrap_or(super::eval::Row { id: r.id.clone(), metrics: None, error: Some("not evaluated".into()) })).collect();
     let m = |r: &AlphaRecord, split: &str| r.metric(split, "rank_ic").unwrap_or(f64::NAN);
+    // Each alpha here was chosen among every attempt the KB holds, so a t-statistic on
+    // valid means something only past Bonferroni's bar for that many (at 5 %, two-sided);
+    // test, never chosen on, needs no correction.
+    let attempts = kb.count(&Filter::new())?;
+    let bar = crate::backtest::stats::bonferroni_t(0.05, attempts);
+    let valid_t = |r: &AlphaRecord| r.metrics.get("valid").map_or(f64::NAN, crate::backtest::Metrics::rank_ic_t);
     if let Some(path) = plot {
         use crate::model::plot::{lines, Series};
         let pts: Vec<(f64, f64)> = recs.iter().zip(&rows).filter_map(|(r, row)| Some((m(r, "valid"), row.metrics.as_ref()?.rank_ic))).collect();
@@ -509,7 +517,12 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
         let out: Vec<serde_json::Value> = recs
             .iter()
             .zip(&rows)
-            .map(|(r, row)| serde_json::json!({"id": r.id, "train": r.metrics.get("train"), "valid": r.metrics.get("valid"), "test": row.metrics, "error": row.error}))
+            .map(|(r, row)| {
+                let test_t = row.metrics.as_ref().map(crate::backtest::Metrics::rank_ic_t);
+                let t = |v: f64| Some(v).filter(|v| v.is_finite());
+                serde_json::json!({"id": r.id, "train": r.metrics.get("train"), "valid": r.metrics.get("valid"), "test": row.metrics, "error": row.error,
+                    "valid_t": t(valid_t(r)), "test_t": test_t.and_then(t), "attempts": attempts, "bar_t": bar})
+            })
             .collect();
         println!("{}", serde_json::to_string_pretty(&out)?);
         if let Some(p) = plot {
@@ -524,10 +537,11 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
         .map(|(r, row)| {
             let t = row.metrics.as_ref();
             let f = |g: fn(&crate::backtest::Metrics) -> f64| num(t.map_or(f64::NAN, g));
-            vec![r.id.clone(), num(m(r, "train")), num(m(r, "valid")), f(|x| x.rank_ic), f(|x| x.sharpe), f(|x| x.turnover), short(&r.code, 50)]
+            let t2 = |v: f64| if v.is_finite() { format!("{v:.2}") } else { "-".into() };
+            vec![r.id.clone(), num(m(r, "train")), num(m(r, "valid")), t2(valid_t(r)), f(|x| x.rank_ic), t2(t.map_or(f64::NAN, |x| x.rank_ic_t())), f(|x| x.sharpe), f(|x| x.turnover), short(&r.code, 50)]
         })
         .collect();
-    println!("{}", render(&["id", "train rank_ic", "valid rank_ic", "test rank_ic", "test sharpe", "test turnover", "code"], &table));
+    println!("{}", render(&["id", "train rank_ic", "valid rank_ic", "valid t", "test rank_ic", "test t", "test sharpe", "test turnover", "code"], &table));
     let tested: Vec<(f64, f64, f64)> = recs
         .iter()
         .zip(&rows)
@@ -548,8 +562,12 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
         );
         // How wide the selection was: the best of many attempts on valid is flattered
         // there by chance (the more attempts, the more); test is the unbiased figure.
-        let attempts = kb.count(&Filter::new())?;
         println!("chosen on train and valid among {attempts} attempts in the knowledge base (every status); their valid Rank IC is flattered by that choice, the test one is not");
+        let clear = recs.iter().filter(|r| valid_t(r).abs() >= bar).count();
+        println!(
+            "t is the Rank IC's t-statistic; for {attempts} attempts Bonferroni's bar (5 %, two-sided) is |t| >= {bar:.2}: {clear} of {} clear it on valid",
+            recs.len()
+        );
     }
     for row in rows.iter().filter(|r| r.error.is_some()) {
         println!("{}: {}", row.id, row.error.as_deref().unwrap_or(""));
