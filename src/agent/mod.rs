@@ -121,6 +121,10 @@ pub struct Outcome {
     pub family: String,
     pub record_id: String,
     pub status: String,
+    /// Why it was not accepted (the rejection's reason, or the error's first line); empty
+    /// for an accepted alpha and in logs written before it was kept.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
     pub code: String,
     pub rounds: u32,
     pub train_rank_ic: Option<f64>,
@@ -714,6 +718,11 @@ impl<'a> Miner<'a> {
             family: idea.family.clone(),
             record_id: id,
             status: status.keyword().into(),
+            reason: match &status {
+                Status::Accepted => String::new(),
+                Status::Rejected { reason } => reason.clone(),
+                Status::Error { message } => message.lines().next().unwrap_or("").to_string(),
+            },
             code: best.code,
             rounds: done_rounds,
             train_rank_ic: tr,

@@ -581,10 +581,11 @@ fn summary(s: RunSummary<'_>, json: bool) -> Result<()> {
         .iter()
         .map(|o| {
             let f = |x: Option<f64>| x.map(|v| format!("{v:.4}")).unwrap_or_else(|| "-".into());
-            vec![o.record_id.clone(), o.family.clone(), o.status.clone(), o.rounds.to_string(), f(o.train_rank_ic), f(o.valid_rank_ic), o.code.chars().take(60).collect()]
+            let why = if o.reason.chars().count() > 48 { format!("{}…", o.reason.chars().take(47).collect::<String>()) } else { o.reason.clone() };
+            vec![o.record_id.clone(), o.family.clone(), o.status.clone(), why, o.rounds.to_string(), f(o.train_rank_ic), f(o.valid_rank_ic), o.code.chars().take(60).collect()]
         })
         .collect();
-    println!("{}", render(&["record", "family", "status", "rounds", "train rank_ic", "valid rank_ic", "code"], &rows));
+    println!("{}", render(&["record", "family", "status", "why", "rounds", "train rank_ic", "valid rank_ic", "code"], &rows));
     let total: f64 = t.iter().sum::<f64>().max(1e-9);
     println!(
         "run {run_id}: {why}; {} ideas ({} this session), {acc} accepted, {tokens} tokens, {secs:.0} s; time split writer {:.0}%, judge {:.0}%, evaluation {:.1}%, KB {:.1}%",
