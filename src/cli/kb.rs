@@ -1,6 +1,6 @@
 //! `alphaloop kb`: query and maintain the alpha knowledge base.
 
-use super::table::{num, render};
+use super::table::{num, render, short};
 use super::{load_data, Config, DataArgs};
 use crate::backtest::MiningView;
 use crate::kb::io::{self, Format};
@@ -583,14 +583,6 @@ fn status_text(r: &AlphaRecord) -> String {
         Status::Accepted => "accepted".into(),
         Status::Rejected { reason } => format!("rejected: {reason}"),
         Status::Error { message } => format!("error: {}", message.lines().next().unwrap_or("")),
-    }
-}
-
-fn short(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(n - 1).collect::<String>())
     }
 }
 

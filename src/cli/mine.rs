@@ -581,8 +581,7 @@ fn summary(s: RunSummary<'_>, json: bool) -> Result<()> {
         .iter()
         .map(|o| {
             let f = |x: Option<f64>| x.map(|v| format!("{v:.4}")).unwrap_or_else(|| "-".into());
-            let why = if o.reason.chars().count() > 48 { format!("{}…", o.reason.chars().take(47).collect::<String>()) } else { o.reason.clone() };
-            vec![o.record_id.clone(), o.family.clone(), o.status.clone(), why, o.rounds.to_string(), f(o.train_rank_ic), f(o.valid_rank_ic), o.code.chars().take(60).collect()]
+            vec![o.record_id.clone(), o.family.clone(), o.status.clone(), super::table::short(&o.reason, 48), o.rounds.to_string(), f(o.train_rank_ic), f(o.valid_rank_ic), o.code.chars().take(60).collect()]
         })
         .collect();
     println!("{}", render(&["record", "family", "status", "why", "rounds", "train rank_ic", "valid rank_ic", "code"], &rows));

@@ -37,6 +37,15 @@ pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// `s` cut to `n` characters at most, an ellipsis marking the cut.
+pub fn short(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n.saturating_sub(1)).collect::<String>())
+    }
+}
+
 /// A number with 4 decimals, or `-` for NaN.
 pub fn num(v: f64) -> String {
     if v.is_finite() {
