@@ -351,21 +351,9 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
 /// The KB's records that `recs` name as `alpha:ID`, directly or through one another, and
 /// that are not among them; an id the KB does not hold (a seed) is left to the seed file.
 fn named_records(kb: &Kb, recs: &[AlphaRecord]) -> Result<Vec<AlphaRecord>> {
-    let mut known: std::collections::HashSet<String> = recs.iter().map(|r| r.id.clone()).collect();
-    let mut todo: Vec<String> = recs.iter().map(|r| r.code.clone()).collect();
-    let mut out = Vec::new();
-    while let Some(code) = todo.pop() {
-        let Ok(e) = crate::expr::parse(&code) else { continue };
-        for id in e.alpha_refs() {
-            if known.insert(id.to_string()) {
-                if let Some(r) = kb.get(id)?.filter(|r| r.kind == Kind::Expression) {
-                    todo.push(r.code.clone());
-                    out.push(r);
-                }
-            }
-        }
-    }
-    Ok(out)
+    let have: std::collections::HashSet<&str> = recs.iter().map(|r| r.id.as_str()).collect();
+    let named = crate::expr::named_alphas(recs.iter().map(|r| r.code.as_str()), kb);
+    Ok(named.keys().filter(|id| !have.contains(id.as_str())).map(|id| kb.get(id)).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect())
 }
 
 fn tempfile_path(ext: &str) -> PathBuf {

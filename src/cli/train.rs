@@ -194,51 +194,64 @@ pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
     let data = load_data(&args.data, cfg, args.json)?;
     let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &data);
     let mcfg = cfg.metrics();
-    // `alpha:ID` beyond a file's own alphas: the seeds, then the KB's records.
-    let (seeds, kb) = (seeds::default_set()?, super::kb::LazyKb::new(args.kb.as_deref(), cfg));
-    let shared = Chain(vec![&seeds, &kb]);
+    // `--seeds` without a file: the shipped seeds.
+    let seed_file = args.seeds.as_deref().map(|f| if f.is_empty() { seeds::default_file() } else { PathBuf::from(f) });
+    // The baseline: the seeds (unless they are the features already) or --baseline.
+    let baseline = match (&args.baseline, &seed_file) {
+        _ if args.no_seed_baseline || args.curve.is_some() => None,
+        (Some(file), _) => Some(file.clone()),
+        (None, None) => Some(seeds::default_file()),
+        (None, Some(_)) => None,
+    };
+    // The features of the model and of the baseline, each with the formulas its `alpha:ID`
+    // name (a file's own alphas, then the seeds, then the KB's records), all read before
+    // any training, when the KB closes: a mining run started meanwhile finds it free.
+    let ((features, named), base) = {
+        let (seeds, kb) = (seeds::default_set()?, super::kb::LazyKb::new(args.kb.as_deref(), cfg));
+        let shared = Chain(vec![&seeds, &kb]);
+        let with_named = |(features, own): (Vec<Feature>, AlphaSet)| {
+            let named = crate::expr::named_alphas(features.iter().map(|f| f.code.as_str()), &Chain(vec![&own, &shared]));
+            (features, named)
+        };
+        let features = match &seed_file {
+            _ if args.curve.is_some() => {
+                let recs = kb.get()?.records(&Filter::new().is("status", "accepted").is("kind", "expression"))?;
+                (recs.into_iter().map(|r| Feature { id: r.id, code: r.code }).collect(), AlphaSet::default())
+            }
+            Some(file) => seed_features(&data, &shared, file)?,
+            None => (kb_features(kb.get()?, &args)?, AlphaSet::default()),
+        };
+        let base = match &baseline {
+            Some(file) => Some((baseline_name(file), with_named(seed_features(&data, &shared, file)?))),
+            None => None,
+        };
+        (with_named(features), base)
+    };
     let tcfg = config(&args);
     let pb = super::progress(0, args.json, "");
     pb.enable_steady_tick(std::time::Duration::from_millis(200));
     let say = |s: &str| pb.set_message(s.to_string());
 
     if let Some(dir) = &args.curve {
-        let recs = kb.get()?.records(&Filter::new().is("status", "accepted").is("kind", "expression"))?;
-        let all: Vec<Feature> = recs.into_iter().map(|r| Feature { id: r.id, code: r.code }).collect();
-        let mut ks: Vec<usize> = std::iter::successors(Some(5usize), |k| Some(k * 2)).take_while(|k| *k < all.len()).collect();
-        ks.push(all.len());
+        let mut ks: Vec<usize> = std::iter::successors(Some(5usize), |k| Some(k * 2)).take_while(|k| *k < features.len()).collect();
+        ks.push(features.len());
         let mut rows = Vec::new();
         for k in ks {
             say(&format!("curve: k = {k}"));
-            let r = model::train(&data, &splits, &all[..k], &shared, &tcfg, &mcfg, |_| {})?;
+            let r = model::train(&data, &splits, &features[..k], &named, &tcfg, &mcfg, |_| {})?;
             rows.push((k, r));
         }
         pb.finish_and_clear();
         return write_curve(dir, &rows, args.json);
     }
 
-    // `--seeds` without a file: the shipped seeds.
-    let seed_file = args.seeds.as_deref().map(|f| if f.is_empty() { seeds::default_file() } else { PathBuf::from(f) });
-    let (features, own) = match &seed_file {
-        Some(file) => seed_features(&data, &shared, file)?,
-        None => (kb_features(kb.get()?, &args)?, AlphaSet::default()),
-    };
-    let res = model::train(&data, &splits, &features, &Chain(vec![&own, &shared]), &tcfg, &mcfg, say)?;
-    // The baseline: the seeds (unless they are the features already) or --baseline.
-    let baseline = match (&args.baseline, &seed_file) {
-        _ if args.no_seed_baseline => None,
-        (Some(file), _) => Some(file.clone()),
-        (None, None) => Some(seeds::default_file()),
-        (None, Some(_)) => None,
-    };
-    let seed_model = match &baseline {
+    let res = model::train(&data, &splits, &features, &named, &tcfg, &mcfg, say)?;
+    let seed_model = match base {
         None => None,
-        Some(file) => {
-            let name = baseline_name(file);
+        Some((name, (features, named))) => {
             say(&format!("baseline: {name} through the same model"));
             let fixed = TrainConfig { refit_months: None, ..tcfg.clone() };
-            let (features, own) = seed_features(&data, &shared, file)?;
-            Some((name, model::train(&data, &splits, &features, &Chain(vec![&own, &shared]), &fixed, &mcfg, |_| {})?))
+            Some((name, model::train(&data, &splits, &features, &named, &fixed, &mcfg, |_| {})?))
         }
     };
     pb.finish_and_clear();

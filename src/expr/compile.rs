@@ -124,6 +124,27 @@ impl AlphaResolver for Chain<'_> {
     }
 }
 
+/// The alphas that `formulas` name as `alpha:ID`, directly or through one another, each
+/// with its formula as `resolver` gives it (an id it does not know, or a formula that does
+/// not parse, is left for the compiler to report): what those formulas need, read in one
+/// go, so that their source (a knowledge base, which holds a lock) can be closed.
+pub fn named_alphas<'f>(formulas: impl IntoIterator<Item = &'f str>, resolver: &dyn AlphaResolver) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut todo: Vec<String> = formulas.into_iter().map(str::to_string).collect();
+    while let Some(f) = todo.pop() {
+        let Ok(e) = parse(&f) else { continue };
+        for id in e.alpha_refs() {
+            if !out.contains_key(id) {
+                if let Some(g) = resolver.formula(id) {
+                    out.insert(id.to_string(), g.clone());
+                    todo.push(g);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// A resolver that keeps every formula it hands out, so that what some expressions
 /// referred to can be stored beside them (a saved model must not depend on the records
 /// it was trained from staying in the knowledge base).

@@ -12,7 +12,7 @@ pub mod kernels;
 pub mod ops;
 mod parser;
 
-pub use compile::{AlphaResolver, Chain, Compiler, Graph, Node, NodeId, NoAlphas, Recording, Schema};
+pub use compile::{named_alphas, AlphaResolver, Chain, Compiler, Graph, Node, NodeId, NoAlphas, Recording, Schema};
 pub use error::{did_you_mean, ExprError, Span};
 pub use eval::evaluate;
 pub use parser::parse;
