@@ -474,3 +474,26 @@ impl<'a> Compiler<'a> {
         Ok(Arg::Group)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// References are followed through one another, a cycle ends the walk, and an id no
+    /// resolver knows is left out; the first resolver of a chain that knows an id wins.
+    #[test]
+    fn named_alphas_follows_references_through_a_chain() {
+        let file: BTreeMap<String, String> = [("a", "alpha:b + alpha:seed"), ("b", "rank(alpha:a) * alpha:kb1")].map(|(k, v)| (k.to_string(), v.to_string())).into();
+        let seeds: HashMap<String, String> = [("seed", "close"), ("a", "volume")].map(|(k, v)| (k.to_string(), v.to_string())).into();
+        let kb: BTreeMap<String, String> = [("kb1", "-alpha:seed")].map(|(k, v)| (k.to_string(), v.to_string())).into();
+        let chain = Chain(vec![&file, &seeds, &kb]);
+        let named = named_alphas(["alpha:a * 2", "alpha:missing"], &chain);
+        assert_eq!(named.keys().collect::<Vec<_>>(), ["a", "b", "kb1", "seed"]);
+        assert_eq!(named["a"], "alpha:b + alpha:seed", "the file's own alpha before the seed of that id");
+        assert_eq!(chain.ids(), ["a", "b", "kb1", "seed"]);
+        let rec = Recording::new(&chain);
+        assert_eq!(rec.formula("kb1").as_deref(), Some("-alpha:seed"));
+        assert!(rec.formula("missing").is_none());
+        assert_eq!(rec.seen().into_iter().collect::<Vec<_>>(), [("kb1".to_string(), "-alpha:seed".to_string())]);
+    }
+}
