@@ -310,6 +310,15 @@ fn kb_cli_end_to_end() {
     let v: Vec<f64> = top.as_array().expect("array").iter().map(|r| r["metrics"]["valid"]["rank_ic"].as_f64().expect("f64")).collect();
     assert_eq!(v.len(), 5);
     assert!(v.windows(2).all(|w| w[0] >= w[1]));
+    // Or by the Rank IC's t-statistic, derived from what each record stores.
+    let top: serde_json::Value = serde_json::from_str(&run(&["--json", "top", "--by", "rank_ic_t", "-n", "5"])).expect("json");
+    let t: Vec<f64> = top
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|r| r["metrics"]["valid"]["rank_icir"].as_f64().expect("f64") * r["metrics"]["valid"]["n_days"].as_f64().expect("f64").sqrt())
+        .collect();
+    assert!(t.len() == 5 && t.windows(2).all(|w| w[0] >= w[1]) && t[0] > 1.0, "{t:?}");
     // The final report on test, in valid's order; it writes nothing back.
     let hold: serde_json::Value = serde_json::from_str(&run(&["--json", "holdout", "-n", "3"])).expect("json");
     let hold = hold.as_array().expect("array");

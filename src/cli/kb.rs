@@ -635,7 +635,7 @@ fn show(r: &AlphaRecord) {
     }
     println!("code\n    {}", r.code.replace('\n', "\n    "));
     if !r.metrics.is_empty() {
-        let names = ["ic", "rank_ic", "icir", "rank_icir", "ic_h5", "ic_h10", "ic_h20", "sharpe", "max_drawdown", "turnover", "coverage"];
+        let names = ["ic", "rank_ic", "icir", "rank_icir", "rank_ic_t", "ic_h5", "ic_h10", "ic_h20", "sharpe", "max_drawdown", "turnover", "coverage"];
         let rows: Vec<Vec<String>> = r
             .metrics
             .keys()

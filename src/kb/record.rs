@@ -186,7 +186,7 @@ impl AlphaRecord {
 
 /// Metric names accepted by `--by` and by metric filters.
 pub const METRIC_NAMES: &[&str] = &[
-    "ic", "rank_ic", "icir", "rank_icir", "ic_tstat", "ic_h5", "ic_h10", "ic_h20", "sharpe", "ann_return",
+    "ic", "rank_ic", "icir", "rank_icir", "ic_tstat", "rank_ic_t", "ic_h5", "ic_h10", "ic_h20", "sharpe", "ann_return",
     "max_drawdown", "turnover", "coverage", "distinctness",
 ];
 
@@ -198,6 +198,7 @@ pub fn metric_of(m: &Metrics, name: &str) -> Option<f64> {
         "icir" => m.icir,
         "rank_icir" => m.rank_icir,
         "ic_tstat" => m.ic_tstat,
+        "rank_ic_t" => m.rank_ic_t(),
         "ic_h5" => m.ic_h5,
         "ic_h10" => m.ic_h10,
         "ic_h20" => m.ic_h20,
