@@ -208,12 +208,7 @@ fn replaying_a_recorded_run_reproduces_it() {
     // Each outcome in the log says why it was not accepted, as its record does.
     for g in &got {
         let r = kb.get(g["record_id"].as_str().expect("id")).expect("get").expect("stored");
-        let why = match &r.status {
-            alphaloop::kb::Status::Accepted => String::new(),
-            alphaloop::kb::Status::Rejected { reason } => reason.clone(),
-            alphaloop::kb::Status::Error { message } => message.lines().next().unwrap_or("").to_string(),
-        };
-        assert_eq!(g["reason"].as_str().unwrap_or(""), why, "{g}");
+        assert_eq!(g["reason"].as_str().unwrap_or(""), r.status.reason().lines().next().unwrap_or(""), "{g}");
     }
     assert!(got.iter().any(|g| g["status"] != "accepted"), "the fixture's run has an alpha that was not accepted");
 }

@@ -532,14 +532,7 @@ impl<'a> Miner<'a> {
         let failures: Vec<minijinja::Value> = ctx
             .failures
             .iter()
-            .map(|h| {
-                let reason = match &h.record.status {
-                    Status::Rejected { reason } => reason.clone(),
-                    Status::Error { message } => message.clone(),
-                    Status::Accepted => String::new(),
-                };
-                minijinja::context! { code => h.record.code.clone(), reason => reason }
-            })
+            .map(|h| minijinja::context! { code => h.record.code.clone(), reason => h.record.status.reason() })
             .collect();
         let lessons: Vec<String> = ctx.lessons.iter().map(|l| l.lesson.text.clone()).chain(ctx.successes.iter().flat_map(|h| h.record.lessons.clone())).take(3).collect();
         let parents: Vec<String> = ctx.successes.iter().map(|h| h.record.id.clone()).collect();
@@ -718,11 +711,7 @@ impl<'a> Miner<'a> {
             family: idea.family.clone(),
             record_id: id,
             status: status.keyword().into(),
-            reason: match &status {
-                Status::Accepted => String::new(),
-                Status::Rejected { reason } => reason.clone(),
-                Status::Error { message } => message.lines().next().unwrap_or("").to_string(),
-            },
+            reason: status.reason().lines().next().unwrap_or("").to_string(),
             code: best.code,
             rounds: done_rounds,
             train_rank_ic: tr,

@@ -493,7 +493,7 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
     // test, never chosen on, needs no correction.
     let attempts = kb.count(&Filter::new())?;
     let bar = crate::backtest::stats::bonferroni_t(0.05, attempts);
-    let valid_t = |r: &AlphaRecord| r.metrics.get("valid").map_or(f64::NAN, crate::backtest::Metrics::rank_ic_t);
+    let valid_t = |r: &AlphaRecord| r.metric("valid", "rank_ic_t").unwrap_or(f64::NAN);
     if let Some(path) = plot {
         use crate::model::plot::{lines, Series};
         let pts: Vec<(f64, f64)> = recs.iter().zip(&rows).filter_map(|(r, row)| Some((m(r, "valid"), row.metrics.as_ref()?.rank_ic))).collect();
@@ -506,10 +506,9 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
             .iter()
             .zip(&rows)
             .map(|(r, row)| {
-                let test_t = row.metrics.as_ref().map(crate::backtest::Metrics::rank_ic_t);
-                let t = |v: f64| Some(v).filter(|v| v.is_finite());
+                let test_t = row.metrics.as_ref().map(crate::backtest::Metrics::rank_ic_t).filter(|t| t.is_finite());
                 serde_json::json!({"id": r.id, "train": r.metrics.get("train"), "valid": r.metrics.get("valid"), "test": row.metrics, "error": row.error,
-                    "valid_t": t(valid_t(r)), "test_t": test_t.and_then(t), "attempts": attempts, "bar_t": bar})
+                    "valid_t": r.metric("valid", "rank_ic_t"), "test_t": test_t, "attempts": attempts, "bar_t": bar})
             })
             .collect();
         println!("{}", serde_json::to_string_pretty(&out)?);

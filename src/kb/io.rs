@@ -248,11 +248,7 @@ pub fn write_export(records: &[AlphaRecord], format: Format, path: &Path) -> Res
 fn export_table(records: &[AlphaRecord]) -> Result<polars::prelude::DataFrame, KbError> {
     use polars::prelude::*;
     let s = |f: &dyn Fn(&AlphaRecord) -> String| records.iter().map(f).collect::<Vec<String>>();
-    let reason = |r: &AlphaRecord| match &r.status {
-        Status::Accepted => String::new(),
-        Status::Rejected { reason } => reason.clone(),
-        Status::Error { message } => message.clone(),
-    };
+    let reason = |r: &AlphaRecord| r.status.reason().to_string();
     let mut cols: Vec<Column> = vec![
         Column::new("id".into(), s(&|r| r.id.clone())),
         Column::new("kind".into(), s(&|r| format!("{:?}", r.kind).to_lowercase())),

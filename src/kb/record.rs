@@ -39,6 +39,16 @@ impl Status {
             Status::Error { .. } => "error",
         }
     }
+
+    /// Why it is not accepted: the rejection's reason or the error's message (empty when
+    /// accepted).
+    pub fn reason(&self) -> &str {
+        match self {
+            Status::Accepted => "",
+            Status::Rejected { reason } => reason,
+            Status::Error { message } => message,
+        }
+    }
 }
 
 /// `accepted`, `rejected: REASON` or `error: MESSAGE`, as prompts and notes show it.
