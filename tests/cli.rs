@@ -134,6 +134,25 @@ fn eval_reports_expression_errors_with_a_caret() {
     assert!(err.contains("\n             ^^^^^"), "{err}");
 }
 
+/// An expression that mixes units runs, and the table ends with a note that says where;
+/// a file's table names the alphas that do.
+#[test]
+fn eval_notes_where_an_expression_mixes_units() {
+    let (code, out, err) = run(&["eval", "--data", &sample_arg(), "--period", "all", "rank(returns - adv20)"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("rank_ic") && out.contains("note   units: subtracts a dollar amount from a pure number at 6"), "{out}");
+    assert!(out.contains("\n  rank(returns - adv20)\n       ^^^^^^^^^^^^^^^"), "{out}");
+    let (_, out, _) = run(&["eval", "--data", &sample_arg(), "--period", "all", "rank(returns) - rank(adv20)"]);
+    assert!(!out.contains("units"), "{out}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("alphas.txt");
+    std::fs::write(&f, "close > volume\nrank(close)\n").expect("write");
+    let (code, out, _) = run(&["eval", "--data", &sample_arg(), "--period", "all", "--file", &f.display().to_string()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("note   units mixed (each runs, but adds, subtracts or compares unlike quantities) in "), "{out}");
+    assert!(out.contains("(compares a price with a volume in shares at 1)"), "{out}");
+}
+
 /// The label's horizon and gap are settings (conventions.md); a horizon of 0 days or a
 /// gap past a year are refused by name, not clamped.
 #[test]

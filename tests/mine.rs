@@ -443,6 +443,11 @@ fn mine_settings_in_the_config_set_the_bar_and_stay_with_the_run() {
 /// `-rank(delta(close, 3))` (train Rank IC 0.0011 on the sample, below the bar of 0.002),
 /// so each idea after the first repeats it, and the judge always scores it 9.
 fn scripted_endpoint() -> String {
+    scripted_endpoint_writing("-rank(delta(close, 3))")
+}
+
+/// [`scripted_endpoint`] with the writer's one reply given.
+fn scripted_endpoint_writing(writer: &'static str) -> String {
     use std::io::{Read, Write};
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/v1", l.local_addr().expect("addr"));
@@ -469,7 +474,7 @@ fn scripted_endpoint() -> String {
             } else if system.starts_with("You are a concise") {
                 "Short reversals repeat what the seeds already hold."
             } else {
-                "-rank(delta(close, 3))"
+                writer
             };
             let reply = serde_json::json!({"choices": [{"message": {"role": "assistant", "content": text}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}}).to_string();
             let mut w = conn;
@@ -522,4 +527,50 @@ fn a_run_does_not_depend_on_its_id_and_a_high_score_below_the_bar_goes_on() {
             assert_eq!(f[k], s[k], "{k} differs for {}", f["record_id"]);
         }
     }
+}
+
+/// A candidate that mixes units (`returns - adv20`: a return less a dollar volume) fails
+/// the rule checks before any backtest or review, and the writer's next prompt says what
+/// was mixed and where; with `check_units = false` the same reply is backtested and
+/// reviewed like any other.
+#[test]
+fn a_candidate_that_mixes_units_fails_the_rule_checks_unless_turned_off() {
+    let url = scripted_endpoint_writing("rank(returns - adv20)");
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = config(dir.path(), &common::shared("data/sp500_sample.parquet"));
+    let runs = dir.path().join("runs");
+    let out = mine(&cfg, &runs, &["--llm", "openai:scripted", "--ideas", "1", "--run-id", "units", "--json"]).env("OPENAI_BASE_URL", &url).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json summary");
+    let o = &s["outcomes"][0];
+    assert_eq!(o["status"], "error", "{o}");
+    assert!(o["reason"].as_str().is_some_and(|r| r.starts_with("units: subtracts a dollar amount from a pure number at 6")), "{o}");
+    assert!(o["train_rank_ic"].is_null(), "a candidate that fails the rules is not backtested: {o}");
+    let replies = std::fs::read_to_string(runs.join("units/replies.jsonl")).expect("replies");
+    let requests: Vec<serde_json::Value> = replies.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json")["request"].clone()).collect();
+    assert!(!requests.iter().any(|r| r["system"].as_str().is_some_and(|s| s.starts_with("You review"))), "no review of a candidate that failed the rules");
+    let writer: Vec<&serde_json::Value> = requests.iter().filter(|r| r["system"].as_str().is_some_and(|s| s.starts_with("You are a quantitative researcher who writes"))).collect();
+    assert!(writer[0]["system"].as_str().is_some_and(|s| s.contains("Add, subtract and compare only like quantities")), "the writer is told the rule");
+    assert!(writer.iter().any(|r| r.to_string().contains("units: subtracts a dollar amount from a pure number")), "the advice reaches the writer");
+    let plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(runs.join("units/run.json")).expect("run.json")).expect("json");
+    assert_eq!(plan["mine"]["check_units"], true);
+    // A run recorded before the check existed mined without it: resuming it under the
+    // check would move its bar midway.
+    let mut old = plan.clone();
+    old["mine"].as_object_mut().expect("settings").remove("check_units");
+    std::fs::write(runs.join("units/run.json"), old.to_string()).expect("run.json");
+    let out = mine(&cfg, &runs, &["--llm", "openai:scripted", "--resume", "units", "--ideas", "2"]).env("OPENAI_BASE_URL", &url).output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("check_units = false (the config now gives true)"), "{err}");
+
+    let base = std::fs::read_to_string(&cfg).expect("config");
+    std::fs::write(&cfg, format!("{base}\n[mine]\ncheck_units = false\n")).expect("config");
+    let out = mine(&cfg, &runs, &["--llm", "openai:scripted", "--ideas", "1", "--run-id", "off", "--json"]).env("OPENAI_BASE_URL", &url).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json summary");
+    let o = &s["outcomes"][0];
+    assert!(o["status"] != "error" && o["train_rank_ic"].as_f64().is_some(), "backtested when the check is off: {o}");
+    let replies = std::fs::read_to_string(runs.join("off/replies.jsonl")).expect("replies");
+    assert!(!replies.contains("Add, subtract and compare only like quantities"), "the rule is not in the prompt when off");
+    assert!(replies.contains("You review"), "reviewed when the check is off");
 }

@@ -52,6 +52,8 @@ pub struct MineConfig {
     pub retrieve_k: usize,
     pub max_nodes: usize,
     pub max_depth: usize,
+    /// A candidate expression that mixes units (`returns - adv60`) fails the rule checks.
+    pub check_units: bool,
     /// Acceptance: Rank IC on train and on valid at least these (the writer chooses the sign).
     pub min_train_rank_ic: f64,
     pub min_valid_rank_ic: f64,
@@ -92,6 +94,7 @@ impl Default for MineConfig {
             retrieve_k: 2,
             max_nodes: 40,
             max_depth: 12,
+            check_units: true,
             min_train_rank_ic: 0.002,
             min_valid_rank_ic: 0.0,
             min_coverage: 0.5,
@@ -387,6 +390,7 @@ impl<'a> Miner<'a> {
                 },
                 operators => crate::expr::ops::describe(),
                 vwap_typical => view.data.vwap_is_typical(),
+                check_units => cfg.check_units,
             },
         )?;
         use crate::llm::grammar as g;
@@ -448,6 +452,12 @@ impl<'a> Miner<'a> {
                 self.cfg.max_depth
             ));
             return Ok(cand);
+        }
+        if self.cfg.check_units {
+            if let Err(e) = crate::expr::units::check(&parsed, code) {
+                cand.error = Some(format!("units: {e}"));
+                return Ok(cand);
+            }
         }
         // `alpha:ID` builds on a record of the KB (the novelty check compares signals, so
         // `alpha:ID` of an accepted ID alone is a copy of it).
@@ -584,6 +594,7 @@ impl<'a> Miner<'a> {
             let m = cand.metrics.get("train").cloned().unwrap_or_default();
             let rules = match &cand.error {
                 Some(e) => format!("FAILED: {e}"),
+                None if self.cfg.check_units && !self.cfg.python => "passed (parses, fields exist, units agree, complexity within limits, coverage ok, operators are causal)".into(),
                 None => "passed (parses, fields exist, complexity within limits, coverage ok, operators are causal)".into(),
             };
             let novelty = match &cand.novelty {
@@ -800,6 +811,9 @@ impl<'a> Miner<'a> {
     }
 }
 
+/// Offspring bred at most for one whose units agree ([`Miner::gp_offspring`]).
+const GP_UNIT_TRIES: usize = 100;
+
 impl<'a> Miner<'a> {
     /// The `--writer gp` baseline for one idea: the same evaluation budget (T candidates),
     /// candidates bred from `pop` instead of written by an LLM; no LLM call at all.
@@ -810,7 +824,7 @@ impl<'a> Miner<'a> {
         let mut best: Option<Candidate> = None;
         let mut reviews = Vec::new();
         for round in 1..=rounds {
-            let code = gp::to_text(&pop.offspring(rng));
+            let code = self.gp_offspring(pop, rng);
             let te = Instant::now();
             let mut cand = self.evaluate(&id, &code)?;
             t.eval += te.elapsed().as_secs_f64();
@@ -832,6 +846,22 @@ impl<'a> Miner<'a> {
         }
         let best = best.ok_or_else(|| AgentError::Invalid("no candidate".into()))?;
         self.finish(idea, generation, id, best, reviews, Vec::new(), (0, 0), t, rounds, false)
+    }
+
+    /// An offspring of `pop` as text. With `check_units`, one whose units disagree is bred
+    /// again (a parse-level check, up to [`GP_UNIT_TRIES`] times): the LLM writer is told
+    /// the rule and GP cannot be, so its evaluations are not spent on sums the rule
+    /// checks refuse (strongly typed GP, by rejection).
+    fn gp_offspring(&self, pop: &gp::Population, rng: &mut gp::Rng) -> String {
+        let mut code = gp::to_text(&pop.offspring(rng));
+        let mixes = |code: &str| crate::expr::parse(code).is_ok_and(|e| crate::expr::units::check(&e, code).is_err());
+        for _ in 0..GP_UNIT_TRIES {
+            if !(self.cfg.check_units && mixes(&code)) {
+                break;
+            }
+            code = gp::to_text(&pop.offspring(rng));
+        }
+        code
     }
 
     /// A GP population seeded with the KB's accepted expressions, scored by train Rank IC.

@@ -75,6 +75,9 @@ pub struct MineSettings {
     /// A candidate expression may have this many nodes (40) and this depth (12) at most.
     pub max_nodes: Option<usize>,
     pub max_depth: Option<usize>,
+    /// A candidate expression that adds, subtracts or compares unlike quantities (a return
+    /// and a dollar volume, a price and a share count) fails the rule checks (true).
+    pub check_units: Option<bool>,
     /// Accepted alphas, failures and lessons each shown to the writer per idea (2).
     pub retrieve_k: Option<usize>,
     /// Sampling temperature of the writer and the judge (0.7).
@@ -94,6 +97,7 @@ impl MineSettings {
         set(&mut cfg.min_coverage, self.min_coverage);
         set(&mut cfg.max_nodes, self.max_nodes);
         set(&mut cfg.max_depth, self.max_depth);
+        set(&mut cfg.check_units, self.check_units);
         set(&mut cfg.retrieve_k, self.retrieve_k);
         set(&mut cfg.temperature, self.temperature);
         cfg
@@ -112,6 +116,7 @@ impl MineSettings {
             max_ast_overlap: Some(c.novelty.max_ast_overlap),
             max_nodes: Some(c.max_nodes),
             max_depth: Some(c.max_depth),
+            check_units: Some(c.check_units),
             retrieve_k: Some(c.retrieve_k),
             temperature: Some(c.temperature),
         }

@@ -175,7 +175,26 @@ fn eval_periods(expr: &str, args: &EvalArgs, data: &MarketData, splits: &Splits,
             println!("note   {name}: {why}");
         }
     }
+    units_note([("", expr)]);
     Ok(0)
+}
+
+/// Says where an expression mixes units (`returns - adv60`, `close > volume`): it runs,
+/// but what it computes is rarely what was meant. One expression gets the position
+/// shown; a file, the ids.
+fn units_note<'a>(named: impl IntoIterator<Item = (&'a str, &'a str)>) {
+    let mixed: Vec<(&str, ExprError)> = named
+        .into_iter()
+        .filter_map(|(id, e)| crate::expr::parse(e).ok().and_then(|ast| crate::expr::units::check(&ast, e).err()).map(|err| (id, err)))
+        .collect();
+    match mixed.as_slice() {
+        [] => {}
+        [("", e)] => println!("note   units: {}", e.render()),
+        _ => {
+            let list: Vec<String> = mixed.iter().map(|(id, e)| format!("{id} ({} at {})", e.msg, e.pos)).collect();
+            println!("note   units mixed (each runs, but adds, subtracts or compares unlike quantities) in {}", list.join("; "));
+        }
+    }
 }
 
 /// Says so where an expression reads a vwap the data does not have.
@@ -402,6 +421,7 @@ fn print_metrics(expr: &str, m: &Metrics, prep: &crate::backtest::Prepared) {
     if let Some(why) = no_days(m, prep) {
         println!("note   {why}");
     }
+    units_note([("", expr)]);
 }
 
 /// Why a signal has no scored date (None when it has some), so that a table of dashes is
@@ -495,6 +515,7 @@ fn eval_file(defs: &[AlphaDef], args: &EvalArgs, prep: &crate::backtest::Prepare
             println!("  {}: {}", r.id, r.error.as_deref().unwrap_or(""));
         }
     }
+    units_note(defs.iter().map(|d| (d.id.as_str(), d.formula.as_str())));
     Ok(0)
 }
 

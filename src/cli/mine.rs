@@ -203,13 +203,22 @@ struct RunPlan {
     #[serde(default)]
     spent_seconds: f64,
     /// The config's `[mine]` settings, defaults filled in (runs of earlier versions have
-    /// none recorded: they mined with the defaults).
+    /// none recorded: they mined with the defaults, without the units check).
     #[serde(default = "default_mine")]
     mine: MineSettings,
 }
 
 fn default_mine() -> MineSettings {
-    MineSettings::default().resolved()
+    MineSettings::default().recorded_as_mined().resolved()
+}
+
+impl MineSettings {
+    /// A recorded run's settings as it mined: runs recorded before a setting existed
+    /// mined without what it turns on (the units check).
+    fn recorded_as_mined(mut self) -> MineSettings {
+        self.check_units.get_or_insert(false);
+        self
+    }
 }
 
 impl RunPlan {
@@ -241,7 +250,11 @@ impl RunPlan {
     fn read(dir: &Path) -> Result<Option<RunPlan>> {
         let p = dir.join("run.json");
         match std::fs::read_to_string(&p) {
-            Ok(text) => Ok(Some(serde_json::from_str(&text).with_context(|| format!("{}: not a run plan", p.display()))?)),
+            Ok(text) => {
+                let mut plan: RunPlan = serde_json::from_str(&text).with_context(|| format!("{}: not a run plan", p.display()))?;
+                plan.mine = plan.mine.recorded_as_mined();
+                Ok(Some(plan))
+            }
             // Runs of earlier versions have none.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(anyhow::Error::new(e).context(format!("cannot read {}", p.display()))),

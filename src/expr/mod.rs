@@ -11,6 +11,7 @@ mod eval;
 pub mod kernels;
 pub mod ops;
 mod parser;
+pub mod units;
 
 pub use compile::{named_alphas, AlphaResolver, Chain, Compiler, Graph, Node, NodeId, NoAlphas, Recording, Schema};
 pub use error::{did_you_mean, ExprError, Span};

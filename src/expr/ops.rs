@@ -40,6 +40,30 @@ pub enum Kind {
     CrossSection,
 }
 
+/// How an operator's result's unit of measure (dollars, shares, a price, a pure number)
+/// follows from its series arguments' (checked by `expr::units`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Units {
+    /// Every series argument in one unit, which the result keeps (`x + y`, `ts_mean`).
+    Same,
+    /// Both sides in one unit; the result (1 or 0) is a pure number.
+    Compare,
+    /// A pure number whatever the arguments (`rank`, `correlation`, `log`).
+    Number,
+    /// `c ? x : y`: the branches in one unit, the condition free.
+    Branches,
+    /// The product of the two arguments' units (`x * y`, `covariance`).
+    Product,
+    /// The first argument's unit over the second's.
+    Quotient,
+    /// The base's unit to a constant exponent; a varying exponent needs a pure number.
+    Power,
+    /// Half the exponents (`sqrt`).
+    Root,
+    /// The unit to the power of the window (`ts_product`).
+    WindowPower,
+}
+
 /// What a kernel gets besides its inputs.
 pub struct OpCtx<'a> {
     pub n_dates: usize,
@@ -60,6 +84,8 @@ pub struct OpDef {
     pub aliases: &'static [&'static str],
     pub params: &'static [Param],
     pub kind: Kind,
+    /// How the result's unit of measure follows from the arguments' (`expr::units`).
+    pub units: Units,
     /// Call form and exact meaning, as shown to users and to the LLM writer.
     pub doc: &'static str,
     pub eval: EvalFn,
@@ -150,11 +176,11 @@ fn cs(v: Vec<Value>, c: &OpCtx, k: fn(Src<'_>) -> Panel) -> Value {
 /// The catalogue. Names are matched case-insensitively.
 pub static CATALOGUE: &[OpDef] = &[
     // ---- arithmetic and logic (element-wise) ----
-    OpDef { name: "add", aliases: &[], params: SS, kind: Elementwise, doc: "x + y", eval: |v, c| { let [x, y] = args(v); map2(c.lazy, x, y, |a, b| a + b) } },
-    OpDef { name: "sub", aliases: &[], params: SS, kind: Elementwise, doc: "x - y", eval: |v, c| { let [x, y] = args(v); map2(c.lazy, x, y, |a, b| a - b) } },
-    OpDef { name: "mul", aliases: &[], params: SS, kind: Elementwise, doc: "x * y", eval: |v, c| { let [x, y] = args(v); map2(c.lazy, x, y, |a, b| a * b) } },
-    OpDef { name: "div", aliases: &[], params: SS, kind: Elementwise, doc: "x / y; division by zero gives NaN", eval: |v, c| { let [x, y] = args(v); map2(c.lazy, x, y, |a, b| if b == 0.0 { f64::NAN } else { a / b }) } },
-    OpDef { name: "pow", aliases: &[], params: SS, kind: Elementwise, doc: "x ^ y: x to the power y; NaN for a negative x with a fractional y", eval: |v, c| {
+    OpDef { name: "add", aliases: &[], params: SS, kind: Elementwise, units: Units::Same, doc: "x + y", eval: |v, c| { let [x, y] = args(v); map2(c.lazy, x, y, |a, b| a + b) } },
+    OpDef { name: "sub", aliases: &[], params: SS, kind: Elementwise, units: Units::Same, doc: "x - y", eval: |v, c| { let [x, y] = args(v); map2(c.lazy, x, y, |a, b| a - b) } },
+    OpDef { name: "mul", aliases: &[], params: SS, kind: Elementwise, units: Units::Product, doc: "x * y", eval: |v, c| { let [x, y] = args(v); map2(c.lazy, x, y, |a, b| a * b) } },
+    OpDef { name: "div", aliases: &[], params: SS, kind: Elementwise, units: Units::Quotient, doc: "x / y; division by zero gives NaN", eval: |v, c| { let [x, y] = args(v); map2(c.lazy, x, y, |a, b| if b == 0.0 { f64::NAN } else { a / b }) } },
+    OpDef { name: "pow", aliases: &[], params: SS, kind: Elementwise, units: Units::Power, doc: "x ^ y: x to the power y; NaN for a negative x with a fractional y", eval: |v, c| {
         let [x, y] = args(v);
         match y {
             // numpy's own fast paths for `x ** 2`, `x ** 1` and `x ** 0.5` (a square and
@@ -166,22 +192,22 @@ pub static CATALOGUE: &[OpDef] = &[
             y => map2_runs(x, y, f64::powf, pow::pow_into),
         }
     } },
-    OpDef { name: "neg", aliases: &[], params: S, kind: Elementwise, doc: "-x", eval: |v, c| { let [x] = args(v); map1(c.lazy, x, |a| -a) } },
-    OpDef { name: "lt", aliases: &[], params: SS, kind: Elementwise, doc: "x < y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a < b) },
-    OpDef { name: "gt", aliases: &[], params: SS, kind: Elementwise, doc: "x > y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a > b) },
-    OpDef { name: "le", aliases: &[], params: SS, kind: Elementwise, doc: "x <= y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a <= b) },
-    OpDef { name: "ge", aliases: &[], params: SS, kind: Elementwise, doc: "x >= y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a >= b) },
-    OpDef { name: "eq", aliases: &[], params: SS, kind: Elementwise, doc: "x == y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a == b) },
-    OpDef { name: "ne", aliases: &[], params: SS, kind: Elementwise, doc: "x != y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a != b) },
-    OpDef { name: "and", aliases: &[], params: SS, kind: Elementwise, doc: "x && y: 1 if both are non-zero else 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| (a != 0.0) & (b != 0.0)) },
-    OpDef { name: "or", aliases: &[], params: SS, kind: Elementwise, doc: "x || y: 1 if either is non-zero else 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| (a != 0.0) | (b != 0.0)) },
-    OpDef { name: "where", aliases: &["if_else"], params: SSS, kind: Elementwise, doc: "c ? x : y: x where c is non-zero, y where c is zero, NaN where c is NaN", eval: |v, c| {
+    OpDef { name: "neg", aliases: &[], params: S, kind: Elementwise, units: Units::Same, doc: "-x", eval: |v, c| { let [x] = args(v); map1(c.lazy, x, |a| -a) } },
+    OpDef { name: "lt", aliases: &[], params: SS, kind: Elementwise, units: Units::Compare, doc: "x < y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a < b) },
+    OpDef { name: "gt", aliases: &[], params: SS, kind: Elementwise, units: Units::Compare, doc: "x > y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a > b) },
+    OpDef { name: "le", aliases: &[], params: SS, kind: Elementwise, units: Units::Compare, doc: "x <= y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a <= b) },
+    OpDef { name: "ge", aliases: &[], params: SS, kind: Elementwise, units: Units::Compare, doc: "x >= y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a >= b) },
+    OpDef { name: "eq", aliases: &[], params: SS, kind: Elementwise, units: Units::Compare, doc: "x == y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a == b) },
+    OpDef { name: "ne", aliases: &[], params: SS, kind: Elementwise, units: Units::Compare, doc: "x != y: 1 or 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| a != b) },
+    OpDef { name: "and", aliases: &[], params: SS, kind: Elementwise, units: Units::Number, doc: "x && y: 1 if both are non-zero else 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| (a != 0.0) & (b != 0.0)) },
+    OpDef { name: "or", aliases: &[], params: SS, kind: Elementwise, units: Units::Number, doc: "x || y: 1 if either is non-zero else 0, NaN if an input is NaN", eval: |v, c| cmp(v, c, |a, b| (a != 0.0) | (b != 0.0)) },
+    OpDef { name: "where", aliases: &["if_else"], params: SSS, kind: Elementwise, units: Units::Branches, doc: "c ? x : y: x where c is non-zero, y where c is zero, NaN where c is NaN", eval: |v, c| {
         let [cond, x, y] = args(v);
         map3(c.lazy, cond, x, y, |c, x, y| if c.is_nan() { f64::NAN } else if c != 0.0 { x } else { y })
     } },
     // ---- element-wise functions ----
-    OpDef { name: "abs", aliases: &[], params: S, kind: Elementwise, doc: "abs(x): absolute value", eval: |v, c| { let [x] = args(v); map1(c.lazy, x, f64::abs) } },
-    OpDef { name: "sign", aliases: &[], params: S, kind: Elementwise, doc: "sign(x): -1, 0 or 1", eval: |v, c| {
+    OpDef { name: "abs", aliases: &[], params: S, kind: Elementwise, units: Units::Same, doc: "abs(x): absolute value", eval: |v, c| { let [x] = args(v); map1(c.lazy, x, f64::abs) } },
+    OpDef { name: "sign", aliases: &[], params: S, kind: Elementwise, units: Units::Number, doc: "sign(x): -1, 0 or 1", eval: |v, c| {
         let [x] = args(v);
         // Selects rather than branches (vectorises): ±1 for a non-zero, ±0 or NaN as is.
         map1(c.lazy, x, |a| {
@@ -189,8 +215,8 @@ pub static CATALOGUE: &[OpDef] = &[
             if a.abs() > 0.0 { unit } else { a * 0.0 }
         })
     } },
-    OpDef { name: "log", aliases: &["ln"], params: S, kind: Elementwise, doc: "log(x): natural log, NaN for x <= 0", eval: |v, c| { let [x] = args(v); map1(c.lazy, x, |a| if a > 0.0 { a.ln() } else { f64::NAN }) } },
-    OpDef { name: "signedpower", aliases: &[], params: SS, kind: Elementwise, doc: "signedpower(x, a) = sign(x) * |x|^a", eval: |v, c| {
+    OpDef { name: "log", aliases: &["ln"], params: S, kind: Elementwise, units: Units::Number, doc: "log(x): natural log, NaN for x <= 0", eval: |v, c| { let [x] = args(v); map1(c.lazy, x, |a| if a > 0.0 { a.ln() } else { f64::NAN }) } },
+    OpDef { name: "signedpower", aliases: &[], params: SS, kind: Elementwise, units: Units::Power, doc: "signedpower(x, a) = sign(x) * |x|^a", eval: |v, c| {
         let [x, y] = args(v);
         match y {
             // As `x ^ 2`: the square by a multiply (exactly sign(x) · x², rounded once).
@@ -201,46 +227,46 @@ pub static CATALOGUE: &[OpDef] = &[
         }
     } },
     // ---- extensions beyond the paper ----
-    OpDef { name: "sqrt", aliases: &[], params: S, kind: Elementwise, doc: "sqrt(x): square root, NaN for x < 0", eval: |v, c| { let [x] = args(v); map1(c.lazy, x, f64::sqrt) } },
-    OpDef { name: "exp", aliases: &[], params: S, kind: Elementwise, doc: "exp(x): e to the power x (NaN on overflow)", eval: |v, c| { let [x] = args(v); map1(c.lazy, x, f64::exp) } },
-    OpDef { name: "min2", aliases: &["less"], params: SS, kind: Elementwise, doc: "min(x, y) with two series: element-wise minimum, NaN if either is NaN; also less(x, y), which takes a constant y as well (Qlib's Less)", eval: |v, c| {
+    OpDef { name: "sqrt", aliases: &[], params: S, kind: Elementwise, units: Units::Root, doc: "sqrt(x): square root, NaN for x < 0", eval: |v, c| { let [x] = args(v); map1(c.lazy, x, f64::sqrt) } },
+    OpDef { name: "exp", aliases: &[], params: S, kind: Elementwise, units: Units::Number, doc: "exp(x): e to the power x (NaN on overflow)", eval: |v, c| { let [x] = args(v); map1(c.lazy, x, f64::exp) } },
+    OpDef { name: "min2", aliases: &["less"], params: SS, kind: Elementwise, units: Units::Same, doc: "min(x, y) with two series: element-wise minimum, NaN if either is NaN; also less(x, y), which takes a constant y as well (Qlib's Less)", eval: |v, c| {
         let [x, y] = args(v);
         map2(c.lazy, x, y, |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) })
     } },
-    OpDef { name: "max2", aliases: &["greater"], params: SS, kind: Elementwise, doc: "max(x, y) with two series: element-wise maximum, NaN if either is NaN; also greater(x, y), which takes a constant y as well (Qlib's Greater)", eval: |v, c| {
+    OpDef { name: "max2", aliases: &["greater"], params: SS, kind: Elementwise, units: Units::Same, doc: "max(x, y) with two series: element-wise maximum, NaN if either is NaN; also greater(x, y), which takes a constant y as well (Qlib's Greater)", eval: |v, c| {
         let [x, y] = args(v);
         map2(c.lazy, x, y, |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) })
     } },
     // ---- time series: the past d days including today; a value only when all d are finite ----
-    OpDef { name: "delay", aliases: &[], params: SW, kind: TimeSeries, doc: "delay(x, d): x d days ago", eval: |v, c| ts8(v, c, rolling::delay_panel) },
-    OpDef { name: "delta", aliases: &[], params: SW, kind: TimeSeries, doc: "delta(x, d) = x - delay(x, d)", eval: |v, c| ts8(v, c, rolling::delta_panel) },
-    OpDef { name: "ts_sum", aliases: &["sum"], params: SW, kind: TimeSeries, doc: "ts_sum(x, d) / sum(x, d): sum over the past d days", eval: |v, c| ts8(v, c, |x, d| rolling::sum_panel(x, d)) },
-    OpDef { name: "ts_mean", aliases: &["mean"], params: SW, kind: TimeSeries, doc: "ts_mean(x, d): mean over the past d days", eval: |v, c| ts8(v, c, |x, d| rolling::mean_panel(x, d)) },
-    OpDef { name: "ts_std", aliases: &["stddev"], params: SW, kind: TimeSeries, doc: "ts_std(x, d) / stddev(x, d): sample standard deviation (ddof = 1) over the past d days", eval: |v, c| ts8(v, c, |x, d| rolling::std_panel(x, d)) },
-    OpDef { name: "ts_corr", aliases: &["correlation"], params: SSW, kind: TimeSeries, doc: "ts_corr(x, y, d) / correlation(x, y, d): Pearson correlation over the past d days; NaN when either side is constant", eval: |v, c| ts2(v, c, |x, y, d| rolling::corr_panel(x, y, d)) },
-    OpDef { name: "ts_cov", aliases: &["covariance"], params: SSW, kind: TimeSeries, doc: "ts_cov(x, y, d) / covariance(x, y, d): sample covariance (ddof = 1) over the past d days", eval: |v, c| ts2(v, c, |x, y, d| rolling::cov_panel(x, y, d)) },
-    OpDef { name: "ts_min", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_min(x, d), also min(x, d) with a constant d: minimum over the past d days", eval: |v, c| ts_extreme(v, c, Extreme::Min) },
-    OpDef { name: "ts_max", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_max(x, d), also max(x, d) with a constant d: maximum over the past d days", eval: |v, c| ts_extreme(v, c, Extreme::Max) },
-    OpDef { name: "ts_argmin", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_argmin(x, d): 1-based day of the minimum counted from the oldest (d = today); ties give the oldest", eval: |v, c| ts_extreme(v, c, Extreme::ArgMin) },
-    OpDef { name: "ts_argmax", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_argmax(x, d): 1-based day of the maximum counted from the oldest (d = today); ties give the oldest", eval: |v, c| ts_extreme(v, c, Extreme::ArgMax) },
-    OpDef { name: "ts_product", aliases: &["product"], params: SW, kind: TimeSeries, doc: "ts_product(x, d) / product(x, d): product over the past d days", eval: |v, c| ts(v, c, rolling::product) },
-    OpDef { name: "ts_rank", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_rank(x, d): percentile rank of today's value among the past d values, ties averaged, in (0, 1]", eval: |v, c| ts8(v, c, |x, d| rolling::ts_rank_panel(x, d)) },
-    OpDef { name: "decay_linear", aliases: &[], params: SW, kind: TimeSeries, doc: "decay_linear(x, d): weighted mean with weights d (today) down to 1 (oldest), normalised to sum 1", eval: |v, c| ts8(v, c, |x, d| rolling::decay_linear_panel(x, d)) },
-    OpDef { name: "ts_zscore", aliases: &[], params: SW, kind: TimeSeries, doc: "ts_zscore(x, d) = (x - ts_mean(x, d)) / ts_std(x, d); NaN for a constant window (extension)", eval: |v, c| ts(v, c, rolling::zscore) },
-    OpDef { name: "ts_ffill", aliases: &["ffill"], params: SW, kind: TimeSeries, doc: "ts_ffill(x, d): the last finite value of x within the past d days (forward fill with a limit; extension)", eval: |v, c| ts(v, c, rolling::ffill) },
-    OpDef { name: "ts_slope", aliases: &["slope"], params: SW, kind: TimeSeries, doc: "ts_slope(x, d): slope of the least-squares line through the past d values against their day, 1 (oldest) to d (today); 0 for a constant window (Qlib's Slope; extension)", eval: |v, c| ts(v, c, rolling::slope) },
-    OpDef { name: "ts_rsquare", aliases: &["rsquare"], params: SW, kind: TimeSeries, doc: "ts_rsquare(x, d): R-squared of that line; NaN for a constant window (Qlib's Rsquare; extension)", eval: |v, c| ts(v, c, rolling::rsquare) },
-    OpDef { name: "ts_resi", aliases: &["resi"], params: SW, kind: TimeSeries, doc: "ts_resi(x, d): today's value less that line's value today (Qlib's Resi; extension)", eval: |v, c| ts(v, c, rolling::resi) },
-    OpDef { name: "ts_quantile", aliases: &["quantile"], params: SWL, kind: TimeSeries, doc: "ts_quantile(x, d, q): the q-quantile (a constant, 0 <= q <= 1) of the past d values, linear between the nearest two as pandas' rolling quantile (Qlib's Quantile; extension)", eval: |v, c| {
+    OpDef { name: "delay", aliases: &[], params: SW, kind: TimeSeries, units: Units::Same, doc: "delay(x, d): x d days ago", eval: |v, c| ts8(v, c, rolling::delay_panel) },
+    OpDef { name: "delta", aliases: &[], params: SW, kind: TimeSeries, units: Units::Same, doc: "delta(x, d) = x - delay(x, d)", eval: |v, c| ts8(v, c, rolling::delta_panel) },
+    OpDef { name: "ts_sum", aliases: &["sum"], params: SW, kind: TimeSeries, units: Units::Same, doc: "ts_sum(x, d) / sum(x, d): sum over the past d days", eval: |v, c| ts8(v, c, |x, d| rolling::sum_panel(x, d)) },
+    OpDef { name: "ts_mean", aliases: &["mean"], params: SW, kind: TimeSeries, units: Units::Same, doc: "ts_mean(x, d): mean over the past d days", eval: |v, c| ts8(v, c, |x, d| rolling::mean_panel(x, d)) },
+    OpDef { name: "ts_std", aliases: &["stddev"], params: SW, kind: TimeSeries, units: Units::Same, doc: "ts_std(x, d) / stddev(x, d): sample standard deviation (ddof = 1) over the past d days", eval: |v, c| ts8(v, c, |x, d| rolling::std_panel(x, d)) },
+    OpDef { name: "ts_corr", aliases: &["correlation"], params: SSW, kind: TimeSeries, units: Units::Number, doc: "ts_corr(x, y, d) / correlation(x, y, d): Pearson correlation over the past d days; NaN when either side is constant", eval: |v, c| ts2(v, c, |x, y, d| rolling::corr_panel(x, y, d)) },
+    OpDef { name: "ts_cov", aliases: &["covariance"], params: SSW, kind: TimeSeries, units: Units::Product, doc: "ts_cov(x, y, d) / covariance(x, y, d): sample covariance (ddof = 1) over the past d days", eval: |v, c| ts2(v, c, |x, y, d| rolling::cov_panel(x, y, d)) },
+    OpDef { name: "ts_min", aliases: &[], params: SW, kind: TimeSeries, units: Units::Same, doc: "ts_min(x, d), also min(x, d) with a constant d: minimum over the past d days", eval: |v, c| ts_extreme(v, c, Extreme::Min) },
+    OpDef { name: "ts_max", aliases: &[], params: SW, kind: TimeSeries, units: Units::Same, doc: "ts_max(x, d), also max(x, d) with a constant d: maximum over the past d days", eval: |v, c| ts_extreme(v, c, Extreme::Max) },
+    OpDef { name: "ts_argmin", aliases: &[], params: SW, kind: TimeSeries, units: Units::Number, doc: "ts_argmin(x, d): 1-based day of the minimum counted from the oldest (d = today); ties give the oldest", eval: |v, c| ts_extreme(v, c, Extreme::ArgMin) },
+    OpDef { name: "ts_argmax", aliases: &[], params: SW, kind: TimeSeries, units: Units::Number, doc: "ts_argmax(x, d): 1-based day of the maximum counted from the oldest (d = today); ties give the oldest", eval: |v, c| ts_extreme(v, c, Extreme::ArgMax) },
+    OpDef { name: "ts_product", aliases: &["product"], params: SW, kind: TimeSeries, units: Units::WindowPower, doc: "ts_product(x, d) / product(x, d): product over the past d days", eval: |v, c| ts(v, c, rolling::product) },
+    OpDef { name: "ts_rank", aliases: &[], params: SW, kind: TimeSeries, units: Units::Number, doc: "ts_rank(x, d): percentile rank of today's value among the past d values, ties averaged, in (0, 1]", eval: |v, c| ts8(v, c, |x, d| rolling::ts_rank_panel(x, d)) },
+    OpDef { name: "decay_linear", aliases: &[], params: SW, kind: TimeSeries, units: Units::Same, doc: "decay_linear(x, d): weighted mean with weights d (today) down to 1 (oldest), normalised to sum 1", eval: |v, c| ts8(v, c, |x, d| rolling::decay_linear_panel(x, d)) },
+    OpDef { name: "ts_zscore", aliases: &[], params: SW, kind: TimeSeries, units: Units::Number, doc: "ts_zscore(x, d) = (x - ts_mean(x, d)) / ts_std(x, d); NaN for a constant window (extension)", eval: |v, c| ts(v, c, rolling::zscore) },
+    OpDef { name: "ts_ffill", aliases: &["ffill"], params: SW, kind: TimeSeries, units: Units::Same, doc: "ts_ffill(x, d): the last finite value of x within the past d days (forward fill with a limit; extension)", eval: |v, c| ts(v, c, rolling::ffill) },
+    OpDef { name: "ts_slope", aliases: &["slope"], params: SW, kind: TimeSeries, units: Units::Same, doc: "ts_slope(x, d): slope of the least-squares line through the past d values against their day, 1 (oldest) to d (today); 0 for a constant window (Qlib's Slope; extension)", eval: |v, c| ts(v, c, rolling::slope) },
+    OpDef { name: "ts_rsquare", aliases: &["rsquare"], params: SW, kind: TimeSeries, units: Units::Number, doc: "ts_rsquare(x, d): R-squared of that line; NaN for a constant window (Qlib's Rsquare; extension)", eval: |v, c| ts(v, c, rolling::rsquare) },
+    OpDef { name: "ts_resi", aliases: &["resi"], params: SW, kind: TimeSeries, units: Units::Same, doc: "ts_resi(x, d): today's value less that line's value today (Qlib's Resi; extension)", eval: |v, c| ts(v, c, rolling::resi) },
+    OpDef { name: "ts_quantile", aliases: &["quantile"], params: SWL, kind: TimeSeries, units: Units::Same, doc: "ts_quantile(x, d, q): the q-quantile (a constant, 0 <= q <= 1) of the past d values, linear between the nearest two as pandas' rolling quantile (Qlib's Quantile; extension)", eval: |v, c| {
         let [x, q] = args(v);
         let Value::Scalar(q) = q else { unreachable!("levels checked constant at compile time") };
         let (p, d) = (x.into_panel(c.n_dates, c.n_assets), c.windows[0]);
         Value::Panel(Arc::new(rolling::per_asset(&p, |s, o| rolling::quantile(s, d, q, o))))
     } },
     // ---- cross-sectional: across stocks on each date ----
-    OpDef { name: "rank", aliases: &["cs_rank"], params: S, kind: CrossSection, doc: "rank(x): percentile rank across stocks in (0, 1], ties averaged, NaN ignored", eval: |v, c| cs(v, c, |x| cross::rank(x)) },
-    OpDef { name: "cs_zscore", aliases: &["zscore"], params: S, kind: CrossSection, doc: "cs_zscore(x) = (x - mean) / std across stocks (ddof = 1), NaN if all equal (extension)", eval: |v, c| cs(v, c, |x| cross::zscore(x)) },
-    OpDef { name: "scale", aliases: &[], params: &[Series, Optional(1.0)], kind: CrossSection, doc: "scale(x, a = 1): x * a / sum(|x|) across stocks", eval: |v, c| {
+    OpDef { name: "rank", aliases: &["cs_rank"], params: S, kind: CrossSection, units: Units::Number, doc: "rank(x): percentile rank across stocks in (0, 1], ties averaged, NaN ignored", eval: |v, c| cs(v, c, |x| cross::rank(x)) },
+    OpDef { name: "cs_zscore", aliases: &["zscore"], params: S, kind: CrossSection, units: Units::Number, doc: "cs_zscore(x) = (x - mean) / std across stocks (ddof = 1), NaN if all equal (extension)", eval: |v, c| cs(v, c, |x| cross::zscore(x)) },
+    OpDef { name: "scale", aliases: &[], params: &[Series, Optional(1.0)], kind: CrossSection, units: Units::Number, doc: "scale(x, a = 1): x * a / sum(|x|) across stocks", eval: |v, c| {
         let [x, a] = args(v);
         let x = x.into_panel(c.n_dates, c.n_assets);
         // x × a / sum(|x|) in that order; with a = 1 the product is x itself.
@@ -250,7 +276,7 @@ pub static CATALOGUE: &[OpDef] = &[
         };
         Value::Panel(Arc::new(out))
     } },
-    OpDef { name: "indneutralize", aliases: &[], params: &[Series, Group], kind: CrossSection, doc: "indneutralize(x, IndClass.sector): x minus its same-date mean within the stock's group (with the shipped data every level is the GICS sector)", eval: |v, c| {
+    OpDef { name: "indneutralize", aliases: &[], params: &[Series, Group], kind: CrossSection, units: Units::Same, doc: "indneutralize(x, IndClass.sector): x minus its same-date mean within the stock's group (with the shipped data every level is the GICS sector)", eval: |v, c| {
         let [x] = args(v);
         let p = x.into_panel(c.n_dates, c.n_assets);
         let g = c.groups.expect("groups checked at compile time");
