@@ -55,6 +55,13 @@ fn ops_json_lists_every_operator_callable_as_listed() {
     assert!(ops.iter().any(|o| o["name"] == "max" && o["aliases"] == serde_json::json!(["greater"])));
     let fields: Vec<&str> = v["fields"].as_array().expect("fields").iter().filter_map(|f| f["name"].as_str()).collect();
     assert!(fields.contains(&"close") && fields.contains(&"vwap") && fields.contains(&"adv{d}"), "{fields:?}");
+    // Each operator's and field's unit of measure, as the units check reads them.
+    let unit_of = |name: &str, key: &str, list: &str| v[list].as_array().expect("list").iter().find(|o| o["name"] == name).map(|o| o[key].clone());
+    assert_eq!(unit_of("rank", "units", "operators"), Some("a pure number".into()));
+    assert_eq!(unit_of("ts_cov", "units", "operators"), Some("the product of the arguments' units".into()));
+    assert_eq!(unit_of("adv{d}", "unit", "fields"), Some("a dollar amount".into()));
+    assert_eq!(unit_of("volume", "unit", "fields"), Some("a volume in shares".into()));
+    assert!(text.contains("  ts_product     the argument's unit to the power d"), "{text}");
 }
 
 /// `--period train,valid` (or `--period` twice) puts one expression's metrics side by side,

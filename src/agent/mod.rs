@@ -455,7 +455,9 @@ impl<'a> Miner<'a> {
         }
         if self.cfg.check_units {
             if let Err(e) = crate::expr::units::check(&parsed, code) {
-                cand.error = Some(format!("units: {e}"));
+                // Quoted, since a model reads a position poorly.
+                let hint = e.hint.as_deref().map(|h| format!("; {h}")).unwrap_or_default();
+                cand.error = Some(format!("units: `{}` at {}: {}{hint}", e.fragment(60), e.pos, e.msg));
                 return Ok(cand);
             }
         }

@@ -129,6 +129,11 @@ pub fn run(cli: Cli) -> Result<i32> {
             for (n, d) in crate::data::DERIVED_FIELDS {
                 println!("  {n} = {d}");
             }
+            // Not in the catalogue's text above, which is also the writer's prompt.
+            println!("Units (what `eval` notes and mining's `check_units` checks): a price is dollars per share, volume shares, adv{{d}} and cap dollars, returns a pure number; constants and other columns take any unit. Each operator's result:");
+            for o in crate::expr::ops::CATALOGUE {
+                println!("  {:<14} {}", o.name, o.units.describe());
+            }
             Ok(0)
         }
     }

@@ -32,6 +32,16 @@ impl ExprError {
         self
     }
 
+    /// The text the error points at, cut to `max` characters with `…`.
+    pub fn fragment(&self, max: usize) -> String {
+        let part: Vec<char> = self.text.chars().skip(self.pos.saturating_sub(1)).take(self.len).collect();
+        if part.len() > max {
+            part[..max.saturating_sub(1)].iter().chain(['…'].iter()).collect()
+        } else {
+            part.into_iter().collect()
+        }
+    }
+
     /// The message, the expression, and a caret line under the position. The expression
     /// is shown on one line (a formula pasted from a file may span several, and a newline
     /// or tab would move the caret off its place) and, when longer than [`SHOWN`]

@@ -64,6 +64,23 @@ pub enum Units {
     WindowPower,
 }
 
+impl Units {
+    /// The rule in words (`alphaloop ops`).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Units::Same => "its series arguments' unit (they must agree)",
+            Units::Compare => "a pure number (both sides must agree)",
+            Units::Number => "a pure number",
+            Units::Branches => "the branches' unit (they must agree)",
+            Units::Product => "the product of the arguments' units",
+            Units::Quotient => "the first argument's unit over the second's",
+            Units::Power => "the base's unit to the exponent (a constant), or a pure number",
+            Units::Root => "the square root of the argument's unit",
+            Units::WindowPower => "the argument's unit to the power d",
+        }
+    }
+}
+
 /// What a kernel gets besides its inputs.
 pub struct OpCtx<'a> {
     pub n_dates: usize,
@@ -329,11 +346,12 @@ pub fn catalogue_json() -> serde_json::Value {
                 TimeSeries => "time_series",
                 CrossSection => "cross_section",
             };
-            serde_json::json!({ "name": name, "aliases": o.aliases, "kind": kind, "params": params, "doc": o.doc })
+            serde_json::json!({ "name": name, "aliases": o.aliases, "kind": kind, "params": params, "doc": o.doc, "units": o.units.describe() })
         })
         .collect();
-    let mut fields: Vec<serde_json::Value> = crate::data::STORED_FIELDS.iter().map(|f| serde_json::json!({ "name": f, "doc": "split/dividend adjusted" })).collect();
-    fields.extend(crate::data::DERIVED_FIELDS.iter().map(|(n, d)| serde_json::json!({ "name": n, "doc": d })));
+    let unit = |n: &str| super::units::of_field(&n.replace("{d}", "20")).describe();
+    let mut fields: Vec<serde_json::Value> = crate::data::STORED_FIELDS.iter().map(|f| serde_json::json!({ "name": f, "doc": "split/dividend adjusted", "unit": unit(f) })).collect();
+    fields.extend(crate::data::DERIVED_FIELDS.iter().map(|(n, d)| serde_json::json!({ "name": n, "doc": d, "unit": unit(n) })));
     serde_json::json!({ "operators": ops, "fields": fields })
 }
 

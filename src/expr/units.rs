@@ -244,6 +244,9 @@ mod tests {
 
     #[test]
     fn mixed_units_are_errors_at_their_position() {
+        let text = "rank(returns - adv60)";
+        let err = check(&parse(text).expect("parses"), text).expect_err("mixes");
+        assert_eq!((err.fragment(60).as_str(), err.fragment(5).as_str()), ("returns - adv60", "retu…"));
         let e = unit("rank(returns - adv60)").unwrap_err();
         assert!(e.contains("subtracts a dollar amount from a pure number at 6"), "{e}");
         let e = unit("close > volume").unwrap_err();
