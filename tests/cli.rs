@@ -158,6 +158,10 @@ fn eval_notes_where_an_expression_mixes_units() {
     assert_eq!(code, 0);
     assert!(out.contains("note   units mixed (each runs, but adds, subtracts or compares unlike quantities) in "), "{out}");
     assert!(out.contains("(compares a price with a volume in shares at 1)"), "{out}");
+    let (_, out, _) = run(&["eval", "--data", &sample_arg(), "--period", "all", "--json", "--file", &f.display().to_string()]);
+    let rows: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(rows[0]["units"], "compares a price with a volume in shares at 1", "{rows}");
+    assert!(rows[1].get("units").is_none() && rows[1]["rank_ic"].is_number(), "{rows}");
 }
 
 /// The label's horizon and gap are settings (conventions.md); a horizon of 0 days or a

@@ -544,14 +544,14 @@ fn a_candidate_that_mixes_units_fails_the_rule_checks_unless_turned_off() {
     let s: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json summary");
     let o = &s["outcomes"][0];
     assert_eq!(o["status"], "error", "{o}");
-    assert!(o["reason"].as_str().is_some_and(|r| r.starts_with("units: `returns - adv20` at 6: subtracts a dollar amount from a pure number; scale one side first")), "{o}");
+    assert!(o["reason"].as_str().is_some_and(|r| r.starts_with("units: subtracts a dollar amount from a pure number at 6 (`returns - adv20`); scale one side first")), "{o}");
     assert!(o["train_rank_ic"].is_null(), "a candidate that fails the rules is not backtested: {o}");
     let replies = std::fs::read_to_string(runs.join("units/replies.jsonl")).expect("replies");
     let requests: Vec<serde_json::Value> = replies.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json")["request"].clone()).collect();
     assert!(!requests.iter().any(|r| r["system"].as_str().is_some_and(|s| s.starts_with("You review"))), "no review of a candidate that failed the rules");
     let writer: Vec<&serde_json::Value> = requests.iter().filter(|r| r["system"].as_str().is_some_and(|s| s.starts_with("You are a quantitative researcher who writes"))).collect();
     assert!(writer[0]["system"].as_str().is_some_and(|s| s.contains("Add, subtract and compare only like quantities")), "the writer is told the rule");
-    assert!(writer.iter().any(|r| r.to_string().contains("units: `returns - adv20` at 6: subtracts a dollar amount from a pure number")), "the advice reaches the writer");
+    assert!(writer.iter().any(|r| r.to_string().contains("units: subtracts a dollar amount from a pure number at 6 (`returns - adv20`)")), "the advice reaches the writer");
     let plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(runs.join("units/run.json")).expect("run.json")).expect("json");
     assert_eq!(plan["mine"]["check_units"], true);
     // A run recorded before the check existed mined without it: resuming it under the

@@ -457,7 +457,7 @@ impl<'a> Miner<'a> {
             if let Err(e) = crate::expr::units::check(&parsed, code) {
                 // Quoted, since a model reads a position poorly.
                 let hint = e.hint.as_deref().map(|h| format!("; {h}")).unwrap_or_default();
-                cand.error = Some(format!("units: `{}` at {}: {}{hint}", e.fragment(60), e.pos, e.msg));
+                cand.error = Some(format!("units: {} at {} (`{}`){hint}", e.msg, e.pos, e.fragment(60)));
                 return Ok(cand);
             }
         }

@@ -175,25 +175,15 @@ fn eval_periods(expr: &str, args: &EvalArgs, data: &MarketData, splits: &Splits,
             println!("note   {name}: {why}");
         }
     }
-    units_note([("", expr)]);
+    units_note(expr);
     Ok(0)
 }
 
 /// Says where an expression mixes units (`returns - adv60`, `close > volume`): it runs,
-/// but what it computes is rarely what was meant. One expression gets the position
-/// shown; a file, the ids.
-fn units_note<'a>(named: impl IntoIterator<Item = (&'a str, &'a str)>) {
-    let mixed: Vec<(&str, ExprError)> = named
-        .into_iter()
-        .filter_map(|(id, e)| crate::expr::parse(e).ok().and_then(|ast| crate::expr::units::check(&ast, e).err()).map(|err| (id, err)))
-        .collect();
-    match mixed.as_slice() {
-        [] => {}
-        [("", e)] => println!("note   units: {}", e.render()),
-        _ => {
-            let list: Vec<String> = mixed.iter().map(|(id, e)| format!("{id} ({} at {})", e.msg, e.pos)).collect();
-            println!("note   units mixed (each runs, but adds, subtracts or compares unlike quantities) in {}", list.join("; "));
-        }
+/// but what it computes is rarely what was meant.
+fn units_note(expr: &str) {
+    if let Some(e) = crate::expr::parse(expr).ok().and_then(|ast| crate::expr::units::check(&ast, expr).err()) {
+        println!("note   units: {}", e.render());
     }
 }
 
@@ -421,7 +411,7 @@ fn print_metrics(expr: &str, m: &Metrics, prep: &crate::backtest::Prepared) {
     if let Some(why) = no_days(m, prep) {
         println!("note   {why}");
     }
-    units_note([("", expr)]);
+    units_note(expr);
 }
 
 /// Why a signal has no scored date (None when it has some), so that a table of dashes is
@@ -462,6 +452,9 @@ pub(super) struct Row {
     pub metrics: Option<Metrics>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Where the formula mixes units (`expr::units`), as `what at position`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub units: Option<String>,
 }
 
 fn eval_file(defs: &[AlphaDef], args: &EvalArgs, prep: &crate::backtest::Prepared, alphas: &dyn AlphaResolver) -> Result<i32> {
@@ -515,7 +508,10 @@ fn eval_file(defs: &[AlphaDef], args: &EvalArgs, prep: &crate::backtest::Prepare
             println!("  {}: {}", r.id, r.error.as_deref().unwrap_or(""));
         }
     }
-    units_note(defs.iter().map(|d| (d.id.as_str(), d.formula.as_str())));
+    let mixed: Vec<String> = rows.iter().filter_map(|r| r.units.as_ref().map(|u| format!("{} ({u})", r.id))).collect();
+    if !mixed.is_empty() {
+        println!("note   units mixed (each runs, but adds, subtracts or compares unlike quantities) in {}", mixed.join("; "));
+    }
     Ok(0)
 }
 
@@ -538,9 +534,10 @@ pub(super) fn evaluate_batch(
             Ok(r) => {
                 roots.push(r);
                 root_row.push(rows.len());
-                rows.push(Row { id: d.id.clone(), metrics: None, error: None });
+                let units = crate::expr::parse(&d.formula).ok().and_then(|a| crate::expr::units::check(&a, &d.formula).err()).map(|e| format!("{} at {}", e.msg, e.pos));
+                rows.push(Row { id: d.id.clone(), metrics: None, error: None, units });
             }
-            Err(e) => rows.push(Row { id: d.id.clone(), metrics: None, error: Some(e.to_string()) }),
+            Err(e) => rows.push(Row { id: d.id.clone(), metrics: None, error: Some(e.to_string()), units: None }),
         }
     }
     let pb = if progress { indicatif::ProgressBar::new(roots.len() as u64) } else { indicatif::ProgressBar::hidden() };

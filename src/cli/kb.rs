@@ -480,13 +480,13 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
             Kind::Expression => continue,
         };
         let row = match outcome {
-            Ok(ev) => super::eval::Row { id: r.id.clone(), metrics: Some(prep.scorer.score(&ev.signal)), error: None },
-            Err(v) => super::eval::Row { id: r.id.clone(), metrics: None, error: Some(v.to_string()) },
+            Ok(ev) => super::eval::Row { id: r.id.clone(), metrics: Some(prep.scorer.score(&ev.signal)), error: None, units: None },
+            Err(v) => super::eval::Row { id: r.id.clone(), metrics: None, error: Some(v.to_string()), units: None },
         };
         by_id.insert(r.id.clone(), row);
     }
     let rows: Vec<super::eval::Row> =
-        recs.iter().map(|r| by_id.remove(&r.id).unwrap_or(super::eval::Row { id: r.id.clone(), metrics: None, error: Some("not evaluated".into()) })).collect();
+        recs.iter().map(|r| by_id.remove(&r.id).unwrap_or(super::eval::Row { id: r.id.clone(), metrics: None, error: Some("not evaluated".into()), units: None })).collect();
     let m = |r: &AlphaRecord, split: &str| r.metric(split, "rank_ic").unwrap_or(f64::NAN);
     // Each alpha here was chosen among every attempt the KB holds, so a t-statistic on
     // valid means something only past Bonferroni's bar for that many (at 5 %, two-sided);
