@@ -596,8 +596,10 @@ impl<'a> Miner<'a> {
             let m = cand.metrics.get("train").cloned().unwrap_or_default();
             let rules = match &cand.error {
                 Some(e) => format!("FAILED: {e}"),
-                None if self.cfg.check_units && !self.cfg.python => "passed (parses, fields exist, units agree, complexity within limits, coverage ok, operators are causal)".into(),
-                None => "passed (parses, fields exist, complexity within limits, coverage ok, operators are causal)".into(),
+                None => {
+                    let units = if self.cfg.check_units && !self.cfg.python { "units agree, " } else { "" };
+                    format!("passed (parses, fields exist, {units}complexity within limits, coverage ok, operators are causal)")
+                }
             };
             let novelty = match &cand.novelty {
                 Some(v) => match (&v.reject, &v.repeat) {
@@ -856,9 +858,8 @@ impl<'a> Miner<'a> {
     /// checks refuse (strongly typed GP, by rejection).
     fn gp_offspring(&self, pop: &gp::Population, rng: &mut gp::Rng) -> String {
         let mut code = gp::to_text(&pop.offspring(rng));
-        let mixes = |code: &str| crate::expr::parse(code).is_ok_and(|e| crate::expr::units::check(&e, code).is_err());
         for _ in 0..GP_UNIT_TRIES {
-            if !(self.cfg.check_units && mixes(&code)) {
+            if !(self.cfg.check_units && crate::expr::units::mixed(&code).is_some()) {
                 break;
             }
             code = gp::to_text(&pop.offspring(rng));

@@ -182,7 +182,7 @@ fn eval_periods(expr: &str, args: &EvalArgs, data: &MarketData, splits: &Splits,
 /// Says where an expression mixes units (`returns - adv60`, `close > volume`): it runs,
 /// but what it computes is rarely what was meant.
 fn units_note(expr: &str) {
-    if let Some(e) = crate::expr::parse(expr).ok().and_then(|ast| crate::expr::units::check(&ast, expr).err()) {
+    if let Some(e) = crate::expr::units::mixed(expr) {
         println!("note   units: {}", e.render());
     }
 }
@@ -534,7 +534,7 @@ pub(super) fn evaluate_batch(
             Ok(r) => {
                 roots.push(r);
                 root_row.push(rows.len());
-                let units = crate::expr::parse(&d.formula).ok().and_then(|a| crate::expr::units::check(&a, &d.formula).err()).map(|e| format!("{} at {}", e.msg, e.pos));
+                let units = crate::expr::units::mixed(&d.formula).map(|e| format!("{} at {}", e.msg, e.pos));
                 rows.push(Row { id: d.id.clone(), metrics: None, error: None, units });
             }
             Err(e) => rows.push(Row { id: d.id.clone(), metrics: None, error: Some(e.to_string()), units: None }),

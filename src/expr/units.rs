@@ -166,6 +166,12 @@ pub fn check(e: &Expr, text: &str) -> Result<Unit, ExprError> {
     })
 }
 
+/// Where a formula mixes units; None when its units agree, and when it does not parse
+/// (the parser's error is the compiler's to report).
+pub fn mixed(text: &str) -> Option<ExprError> {
+    super::parse(text).ok().and_then(|e| check(&e, text).err())
+}
+
 /// One operator's rule on its series arguments' units `u`; `consts` holds the constant
 /// value (if any) of each series or window argument, in order. The error says what was
 /// mixed.
