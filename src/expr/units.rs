@@ -187,7 +187,8 @@ fn apply(rule: Units, name: &str, u: &[Unit], consts: &[Option<f64>]) -> Result<
                     "sub" => format!("subtracts {b} from {a}"),
                     "where" => format!("the two branches of this condition are {a} and {b}"),
                     "lt" | "gt" | "le" | "ge" | "eq" | "ne" => format!("compares {a} with {b}"),
-                    _ => format!("{name} mixes {a} and {b}"),
+                    // The two-series min and max, as the user calls them.
+                    _ => format!("{} mixes {a} and {b}", name.trim_end_matches('2')),
                 });
             }
             acc = acc.or(x);
@@ -253,20 +254,18 @@ mod tests {
         let text = "rank(returns - adv60)";
         let err = check(&parse(text).expect("parses"), text).expect_err("mixes");
         assert_eq!((err.fragment(60).as_str(), err.fragment(5).as_str()), ("returns - adv60", "retu…"));
-        let e = unit("rank(returns - adv60)").unwrap_err();
-        assert!(e.contains("subtracts a dollar amount from a pure number at 6"), "{e}");
-        let e = unit("close > volume").unwrap_err();
-        assert!(e.contains("compares a price with a volume in shares at 1"), "{e}");
-        let e = unit("correlation(close, open, 5) + high").unwrap_err();
-        assert!(e.contains("adds a price to a pure number"), "{e}");
-        let e = unit("(returns < 0) ? close : volume").unwrap_err();
-        assert!(e.contains("branches of this condition are a price and a volume in shares"), "{e}");
-        let e = unit("min(close, volume)").unwrap_err();
-        assert!(e.contains("min2 mixes a price and a volume in shares"), "{e}");
-        let e = unit("close ^ returns").unwrap_err();
-        assert!(e.contains("raises a price to a power that varies"), "{e}");
-        let e = unit("rank(close * close - close)").unwrap_err();
-        assert!(e.contains("subtracts a price from a quantity in dollars^2·shares^-2"), "{e}");
+        for (text, says) in [
+            ("rank(returns - adv60)", "subtracts a dollar amount from a pure number at 6"),
+            ("close > volume", "compares a price with a volume in shares at 1"),
+            ("correlation(close, open, 5) + high", "adds a price to a pure number"),
+            ("(returns < 0) ? close : volume", "branches of this condition are a price and a volume in shares"),
+            ("min(close, volume)", "min mixes a price and a volume in shares"),
+            ("close ^ returns", "raises a price to a power that varies"),
+            ("rank(close * close - close)", "subtracts a price from a quantity in dollars^2·shares^-2"),
+        ] {
+            let e = unit(text).expect_err(text);
+            assert!(e.contains(says), "{text}: {e}");
+        }
     }
 }
 
