@@ -203,18 +203,16 @@ struct RunPlan {
     #[serde(default)]
     spent_seconds: f64,
     /// The config's `[mine]` settings, defaults filled in (runs of earlier versions have
-    /// none recorded: they mined with the defaults, without the units check).
-    #[serde(default = "default_mine")]
+    /// none recorded: they mined with the defaults, without the units check; [`RunPlan::read`]
+    /// fills them in).
+    #[serde(default)]
     mine: MineSettings,
-}
-
-fn default_mine() -> MineSettings {
-    MineSettings::default().recorded_as_mined().resolved()
 }
 
 impl MineSettings {
     /// A recorded run's settings as it mined: runs recorded before a setting existed
-    /// mined without what it turns on (the units check).
+    /// mined without what it turns on (the units check); the rest, once resolved, are the
+    /// defaults (runs recorded before `[mine]` existed) or what was recorded.
     fn recorded_as_mined(mut self) -> MineSettings {
         self.check_units.get_or_insert(false);
         self
@@ -252,7 +250,7 @@ impl RunPlan {
         match std::fs::read_to_string(&p) {
             Ok(text) => {
                 let mut plan: RunPlan = serde_json::from_str(&text).with_context(|| format!("{}: not a run plan", p.display()))?;
-                plan.mine = plan.mine.recorded_as_mined();
+                plan.mine = plan.mine.recorded_as_mined().resolved();
                 Ok(Some(plan))
             }
             // Runs of earlier versions have none.
