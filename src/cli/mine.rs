@@ -1,6 +1,6 @@
 //! `alphaloop mine`: the overnight mining run, and `alphaloop runs`.
 
-use super::table::render;
+use super::table::{num, render, short};
 use super::config::MineSettings;
 use super::{load_data, Config, DataArgs};
 use crate::agent::{ideas, MineConfig, Miner, Outcome, Templates};
@@ -591,8 +591,8 @@ fn summary(s: RunSummary<'_>, json: bool) -> Result<()> {
     let rows: Vec<Vec<String>> = all
         .iter()
         .map(|o| {
-            let f = |x: Option<f64>| x.map(|v| format!("{v:.4}")).unwrap_or_else(|| "-".into());
-            vec![o.record_id.clone(), o.family.clone(), o.status.clone(), super::table::short(&o.reason, 48), o.rounds.to_string(), f(o.train_rank_ic), f(o.valid_rank_ic), o.code.chars().take(60).collect()]
+            let f = |x: Option<f64>| num(x.unwrap_or(f64::NAN));
+            vec![o.record_id.clone(), o.family.clone(), o.status.clone(), short(&o.reason, 48), o.rounds.to_string(), f(o.train_rank_ic), f(o.valid_rank_ic), short(&o.code, 60)]
         })
         .collect();
     println!("{}", render(&["record", "family", "status", "why", "rounds", "train rank_ic", "valid rank_ic", "code"], &rows));
@@ -684,7 +684,7 @@ pub fn runs(cmd: Option<RunsCmd>, json: bool) -> Result<i32> {
                     let best = o.iter().filter(|x| x.status == "accepted").filter_map(|x| x.valid_rank_ic).fold(f64::NAN, f64::max);
                     // Which arm a run is (runs of earlier versions kept no plan).
                     let flags = RunPlan::read(&dir.join(&id)).ok().flatten().map(|p| p.flags());
-                    rows.push(vec![id.clone(), flags.clone().unwrap_or_else(|| "-".into()), o.len().to_string(), acc.to_string(), super::table::num(best), tok.to_string()]);
+                    rows.push(vec![id.clone(), flags.clone().unwrap_or_else(|| "-".into()), o.len().to_string(), acc.to_string(), num(best), tok.to_string()]);
                     out.push(serde_json::json!({"id": id, "settings": flags, "ideas": o.len(), "accepted": acc, "best_valid_rank_ic": best, "tokens": tok}));
                 }
             }
