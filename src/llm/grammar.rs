@@ -27,8 +27,8 @@ pub fn expression_gbnf_with(extra: &[String]) -> String {
     // Only the operators the writer is shown as calls (their doc begins `name(`): the
     // internal forms of infix ones (`lt(`, `and(`, `where(`, `pow(`, `add(`) parse, but the
     // prompt never offers them, and a small model reached for them only inside runaway
-    // replies (`-volume-and(1-volume-and(2-…` until the token limit; 18 of 108 writer
-    // replies of session 46's runs, none otherwise).
+    // replies (`-volume-and(1-volume-and(2-…` until the token limit: 18 of 108 recorded
+    // writer replies, none otherwise; experiments/2026-11-28-writer-grammar).
     for op in CATALOGUE.iter().filter(|o| !o.params.is_empty() && o.doc.starts_with(&format!("{}(", o.name))) {
         let mut rule = format!("{} ws", quote(&format!("{}(", op.name)));
         for (i, p) in op.params.iter().enumerate() {
