@@ -147,6 +147,10 @@ pub struct Templates {
 impl Templates {
     pub fn load(dir: &std::path::Path) -> Result<Templates, AgentError> {
         let mut env = minijinja::Environment::new();
+        // A variable the code forgot to pass is an error naming the template, not an empty
+        // string in a prompt (the judge once read "Rank IC below , the acceptance bar").
+        // `{% if x %}` on a missing one stays allowed.
+        env.set_undefined_behavior(minijinja::UndefinedBehavior::SemiStrict);
         for name in ["writer_system.md", "writer_user.md", "judge_system.md", "judge_user.md", "lesson.md", "generation_summary.md", "new_idea.md", "writer_python_system.md", "reflect_system.md", "idea_system.md"] {
             let p = dir.join(name);
             let text = std::fs::read_to_string(&p).map_err(|e| AgentError::Template { name: p.display().to_string(), msg: e.to_string() })?;
@@ -626,7 +630,7 @@ impl<'a> Miner<'a> {
                         turnover => f4(m.turnover), coverage => f4(m.coverage), novelty => novelty.clone(),
                     },
                 )?;
-                let system = self.templates.render("judge_system.md", minijinja::context! {})?;
+                let system = self.templates.render("judge_system.md", minijinja::context! { bar => self.cfg.min_train_rank_ic })?;
                 let tj = Instant::now();
                 let reply = self.ask(&system, user, self.grammars.as_ref().map(|g| &g.review), 120, (seq as u32) * 31 + round + 7, &mut tokens)?;
                 t.judge += tj.elapsed().as_secs_f64();
@@ -898,6 +902,21 @@ mod tests {
         let writer = |typical: bool| t.render("writer_system.md", minijinja::context! { fields => "open", operators => "", vwap_typical => typical }).expect("renders");
         assert!(writer(true).contains("vwap is the typical price (high + low + close) / 3; adv20"));
         assert!(writer(false).contains("vwap is the volume-weighted average price; adv20"));
+    }
+
+    #[test]
+    fn the_judge_scores_against_the_configured_bar_and_reads_horizon_ics_as_pearson() {
+        let t = Templates::load(&Templates::default_dir()).expect("templates");
+        let system = |bar: f64| t.render("judge_system.md", minijinja::context! { bar => bar }).expect("renders");
+        assert!(system(0.01).contains("training Rank IC at or above 0.01 with the right sign"), "{}", system(0.01));
+        assert!(system(0.002).contains("training Rank IC below 0.002, the acceptance bar"), "{}", system(0.002));
+        assert!(!system(0.002).contains("0.005"));
+        // The horizon figures are Pearson ICs (`Metrics::ic_h5`, ...), not Rank ICs.
+        let user = t
+            .render("judge_user.md", minijinja::context! { family => "f", hypothesis => "h", code => "c", rules => "r", ic => "", rank_ic => "", icir => "", ic_h5 => "0.0100", ic_h10 => "", ic_h20 => "", turnover => "", coverage => "", novelty => "" })
+            .expect("renders");
+        assert!(t.render("judge_system.md", minijinja::context! {}).is_err(), "a variable left out is an error, not an empty string");
+        assert!(user.contains("IC at 5/10/20 days 0.0100") && !user.contains("Rank IC at 5/10/20"), "{user}");
     }
 
     #[test]
