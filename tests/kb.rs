@@ -196,6 +196,36 @@ fn retrieval_separates_successes_failures_and_lessons_and_diversifies() {
 }
 
 #[test]
+fn retrieval_counts_age_from_the_newest_candidate_not_the_clock() {
+    // The same records stored 30 days ago and now must retrieve alike: a KB reopened the
+    // next day, or a copy of it, gives the writer the same context.
+    let day = 86_400;
+    let scores = |shift: i64| {
+        let dir = tempfile::tempdir().expect("tmp");
+        let kb = open(dir.path());
+        let now = alphaloop::kb::record::now() - shift;
+        let mk = |id: &str, age_days: i64| {
+            let mut r = AlphaRecord::new(id, Kind::Expression, format!("rank(delta(close, {}))", id.len()), Status::Accepted);
+            r.idea = "price momentum over ten days".into();
+            r.created_at = now - age_days * day;
+            (r, None)
+        };
+        kb.put(vec![mk("new", 0), mk("older", 1)]).expect("put");
+        let hits = kb.search_text("price momentum", &Filter::new(), 2, true).expect("search");
+        let mut s: Vec<(String, f64)> = hits.into_iter().map(|h| (h.record.id, h.score)).collect();
+        s.sort_by(|a, b| a.0.cmp(&b.0));
+        s
+    };
+    let (today, month_ago) = (scores(0), scores(30 * day));
+    assert_eq!(today.len(), 2);
+    assert_eq!(today, month_ago, "the clock moved retrieval");
+    // Same idea text, so the same relevance and performance: the one a day older than the
+    // newest scores W_RECENCY × (1 − 0.5) less.
+    let (new, older) = (today[0].1, today[1].1);
+    assert!((new - older - 0.05).abs() < 1e-9, "{today:?}");
+}
+
+#[test]
 fn a_second_process_gets_a_clear_in_use_error() {
     let dir = tempfile::tempdir().expect("tmp");
     let _kb = open(dir.path());

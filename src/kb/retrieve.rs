@@ -8,8 +8,12 @@
 //! relevance   = max(0, cosine(query, idea vector))
 //! performance = clamp(0.5 + 10 · valid Rank IC, 0, 1)    (0.5 when there is none;
 //!               a Rank IC of +0.05 scores 1, −0.05 scores 0)
-//! recency     = 0.5 ^ (age in hours / 24)                 (half-life of one day)
+//! recency     = 0.5 ^ (hours older than the newest candidate / 24)   (half-life of one day)
 //! ```
+//!
+//! Age is counted from the newest of the candidates, not from the clock, so retrieval is a
+//! function of the KB's contents and the query alone: the same KB retrieves the same a day
+//! later, and a run repeated on a copy of a KB mines the same alphas.
 //!
 //! Failures are ranked without the performance term (their metrics are poor by
 //! definition; what matters is how close the mistake is to the new idea); lessons by
@@ -48,15 +52,16 @@ fn performance(r: &AlphaRecord) -> f64 {
     r.metric("valid", "rank_ic").map(|v| (0.5 + 10.0 * v).clamp(0.0, 1.0)).unwrap_or(0.5)
 }
 
-fn recency(created_at: i64, now: i64) -> f64 {
-    let hours = (now - created_at).max(0) as f64 / 3600.0;
+fn recency(created_at: i64, newest: i64) -> f64 {
+    let hours = (newest - created_at).max(0) as f64 / 3600.0;
     0.5f64.powf(hours / 24.0)
 }
 
-/// The documented score of a record.
-pub fn score(relevance: f64, r: &AlphaRecord, with_performance: bool, now: i64) -> f64 {
+/// The documented score of a record; `newest` is the creation time of the newest
+/// candidate.
+pub fn score(relevance: f64, r: &AlphaRecord, with_performance: bool, newest: i64) -> f64 {
     let rel = relevance.max(0.0);
-    let rec = recency(r.created_at, now);
+    let rec = recency(r.created_at, newest);
     if with_performance {
         W_RELEVANCE * rel + W_PERFORMANCE * performance(r) + W_RECENCY * rec
     } else {
@@ -111,12 +116,12 @@ impl Kb {
         if k == 0 {
             return Ok(Vec::new());
         }
-        let now = super::record::now();
         let docs = self.nearest(IDEA, q, filter, 4 * k, true)?;
+        let recs = docs.iter().map(|(_, d)| self.decode_doc(d)).collect::<Result<Vec<_>, _>>()?;
+        let newest = recs.iter().map(|r| r.created_at).max().unwrap_or(0);
         let mut cands = Vec::with_capacity(docs.len());
-        for (rel, d) in docs {
-            let r = self.decode_doc(&d)?;
-            let s = score(rel as f64, &r, with_performance, now);
+        for ((rel, d), r) in docs.into_iter().zip(recs) {
+            let s = score(rel as f64, &r, with_performance, newest);
             cands.push((s, idea_vec(&d), (rel as f64, r)));
         }
         Ok(mmr(cands, k).into_iter().map(|(score, (relevance, record))| Hit { score, relevance, record }).collect())
@@ -124,16 +129,16 @@ impl Kb {
 
     /// Lessons nearest to a text query.
     pub fn search_lessons(&self, q: &[f32], k: usize) -> Result<Vec<LessonHit>, KbError> {
-        let now = super::record::now();
         let docs = self.store().search(IDEA, q, &Filter::new().is("type", "lesson"), 4 * k.max(1), true)?;
-        let mut cands = Vec::new();
-        for (rel, d) in docs {
-            let Some(l) = d.payload.get("lesson").and_then(|l| serde_json::from_value::<Lesson>(l.clone()).ok()) else {
-                continue;
-            };
-            let s = (W_RELEVANCE * (rel as f64).max(0.0) + W_RECENCY * recency(l.created_at, now)) / (W_RELEVANCE + W_RECENCY);
-            cands.push((s, idea_vec(&d), l));
-        }
+        let lessons: Vec<(f32, Vec<f32>, Lesson)> = docs
+            .into_iter()
+            .filter_map(|(rel, d)| d.payload.get("lesson").and_then(|l| serde_json::from_value::<Lesson>(l.clone()).ok()).map(|l| (rel, idea_vec(&d), l)))
+            .collect();
+        let newest = lessons.iter().map(|(_, _, l)| l.created_at).max().unwrap_or(0);
+        let cands = lessons
+            .into_iter()
+            .map(|(rel, v, l)| ((W_RELEVANCE * (rel as f64).max(0.0) + W_RECENCY * recency(l.created_at, newest)) / (W_RELEVANCE + W_RECENCY), v, l))
+            .collect();
         Ok(mmr(cands, k).into_iter().map(|(score, lesson)| LessonHit { score, lesson }).collect())
     }
 
