@@ -574,32 +574,3 @@ fn a_candidate_that_mixes_units_fails_the_rule_checks_unless_turned_off() {
     assert!(!replies.contains("Add, subtract and compare only like quantities"), "the rule is not in the prompt when off");
     assert!(replies.contains("You review"), "reviewed when the check is off");
 }
-
-/// A candidate the novelty check refuses gets no LLM review: the refusal is final, and the
-/// writer's next prompt carries it as the advice. The scripted writer always writes one
-/// alpha, accepted for the first idea; for the second every round is that copy.
-#[test]
-fn a_candidate_refused_as_a_copy_is_not_reviewed_and_the_writer_is_told_why() {
-    let url = scripted_endpoint_writing("-2 * rank(ts_sum((returns / 20) * volume, 10) / ts_sum(volume, 10))");
-    let dir = tempfile::tempdir().expect("tmp");
-    let cfg = config(dir.path(), &common::shared("data/sp500_sample.parquet"));
-    let runs = dir.path().join("runs");
-    let out = mine(&cfg, &runs, &["--llm", "openai:scripted", "--ideas", "2", "--run-id", "copies", "--json"]).env("OPENAI_BASE_URL", &url).output().expect("runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let s: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json summary");
-    let (first, second) = (&s["outcomes"][0], &s["outcomes"][1]);
-    assert_eq!(first["status"], "accepted", "{first}");
-    assert_eq!(second["status"], "rejected", "{second}");
-    assert!(second["reason"].as_str().is_some_and(|r| r.starts_with("too correlated with accepted alpha")), "{second}");
-    assert_eq!(second["rounds"], 3, "{second}");
-    let replies = std::fs::read_to_string(runs.join("copies/replies.jsonl")).expect("replies");
-    let requests: Vec<serde_json::Value> = replies.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json")["request"].clone()).collect();
-    let reviews = requests.iter().filter(|r| r["system"].as_str().is_some_and(|s| s.starts_with("You review"))).count();
-    assert_eq!(reviews, 1, "only the first idea's candidate is reviewed");
-    assert!(replies.contains("was refused as not new: too correlated with accepted alpha #0000"), "the refusal reaches the writer");
-    let show = common::bin().arg("--config").arg(&cfg).args(["kb", "show", "copies-0001", "--json"]).output().expect("runs");
-    assert!(show.status.success(), "{}", String::from_utf8_lossy(&show.stderr));
-    let rec: serde_json::Value = serde_json::from_slice(&show.stdout).expect("record");
-    let reviewers: Vec<&str> = rec["reviews"].as_array().expect("reviews").iter().filter_map(|r| r["reviewer"].as_str()).collect();
-    assert_eq!(reviewers, ["novelty"; 3], "{rec}");
-}

@@ -597,36 +597,37 @@ impl<'a> Miner<'a> {
             t.eval += te.elapsed().as_secs_f64();
             cand.error = cand.error.map(|e| cut_off(e, tokens.1 - before, max_tokens, self.cfg.python));
 
-            let what = if self.cfg.python { "factor" } else { "expression" };
-            let refused = cand.novelty.as_ref().and_then(|v| v.reject.as_ref());
+            let m = cand.metrics.get("train").cloned().unwrap_or_default();
+            let rules = match &cand.error {
+                Some(e) => format!("FAILED: {e}"),
+                None => {
+                    let units = if self.cfg.check_units && !self.cfg.python { "units agree, " } else { "" };
+                    format!("passed (parses, fields exist, {units}complexity within limits, coverage ok, operators are causal)")
+                }
+            };
+            let novelty = match &cand.novelty {
+                Some(v) => match (&v.reject, &v.repeat) {
+                    (Some(r), _) => format!("REJECTED: {r}"),
+                    (None, Some(p)) => format!("REPEAT: behaves like the earlier attempt {p}; a different expression is needed"),
+                    (None, None) => format!(
+                        "ok (max |corr| with accepted alphas {})",
+                        v.novelty.max_corr.map(|c| format!("{:.2}", c.abs())).unwrap_or_else(|| "n/a".into())
+                    ),
+                },
+                None => "not checked".into(),
+            };
             let (score, advice) = if let Some(e) = &cand.error {
                 // No LLM call for code that does not run: the error is the advice.
                 reviews.push(Review { round, reviewer: "rules".into(), score: 0.0, advice: e.clone() });
+                let what = if self.cfg.python { "factor" } else { "expression" };
                 (0.0, format!("The {what} failed the rule checks: {e}"))
-            } else if let Some(r) = refused {
-                // Nor for one the novelty check refused: its verdict is final, and a small
-                // judge's advice ignored it (experiments/2026-11-28-writer-examples: 21 to
-                // 23 of 33 to 36 reviews, about a fifth of the run's time).
-                reviews.push(Review { round, reviewer: "novelty".into(), score: 0.0, advice: r.clone() });
-                (0.0, format!("The {what} was refused as not new: {r}. Write one that behaves differently: another quantity the idea names, not a rescaled, negated or extended copy."))
             } else {
-                // The judge sees only candidates that run and are not refused as copies.
-                let m = cand.metrics.get("train").cloned().unwrap_or_default();
-                let units = if self.cfg.check_units && !self.cfg.python { "units agree, " } else { "" };
-                let rules = format!("passed (parses, fields exist, {units}complexity within limits, coverage ok, operators are causal)");
-                let novelty = match &cand.novelty {
-                    Some(v) => match &v.repeat {
-                        Some(p) => format!("REPEAT: behaves like the earlier attempt {p}; a different expression is needed"),
-                        None => format!("ok (max |corr| with accepted alphas {})", v.novelty.max_corr.map(|c| format!("{:.2}", c.abs())).unwrap_or_else(|| "n/a".into())),
-                    },
-                    None => "not checked".into(),
-                };
                 let user = self.templates.render(
                     "judge_user.md",
                     minijinja::context! {
-                        family => idea.family.clone(), hypothesis => idea.hypothesis.clone(), code => code.clone(), rules => rules,
+                        family => idea.family.clone(), hypothesis => idea.hypothesis.clone(), code => code.clone(), rules => rules.clone(),
                         ic => f4(m.ic), rank_ic => f4(m.rank_ic), icir => f4(m.icir), ic_h5 => f4(m.ic_h5), ic_h10 => f4(m.ic_h10), ic_h20 => f4(m.ic_h20),
-                        turnover => f4(m.turnover), coverage => f4(m.coverage), novelty => novelty,
+                        turnover => f4(m.turnover), coverage => f4(m.coverage), novelty => novelty.clone(),
                     },
                 )?;
                 let system = self.templates.render("judge_system.md", minijinja::context! { bar => self.cfg.min_train_rank_ic })?;
@@ -635,7 +636,7 @@ impl<'a> Miner<'a> {
                 t.judge += tj.elapsed().as_secs_f64();
                 let (mut s, a) = parse_review(&reply);
                 reviews.push(Review { round, reviewer: self.llm.name(), score: s, advice: a.clone() });
-                if cand.novelty.as_ref().is_some_and(|v| v.repeat.is_some()) {
+                if cand.novelty.as_ref().is_some_and(|v| v.reject.is_some() || v.repeat.is_some()) {
                     s = s.min(3.0);
                 }
                 (s, a)
