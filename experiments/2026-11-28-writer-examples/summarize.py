@@ -2,7 +2,7 @@
 """Per arm: ideas, accepted (and how many distinct), writer replies that copy or extend an
 accepted alpha shown in their own prompt, replies that copy a worked example of the prompt
 (both up to windows and constants), replies that use a window the idea names, replies at
-the token limit, tokens, time; then each idea's outcome.
+the token limit, judge calls, tokens, time; then each idea's outcome.
 
     summarize.py LOGS_DIR RUNS_DIR    (run.sh passes them; writes LOGS_DIR/ARM.writer.tsv)
 """
@@ -10,7 +10,7 @@ import json, re, sys
 from pathlib import Path
 
 logs, runs = Path(sys.argv[1]), Path(sys.argv[2])
-ARMS = [a for a in ("before", "after", "restated") if (logs / f"{a}.log.jsonl").exists()]
+ARMS = [a for a in ("before", "after", "restated", "noreview") if (logs / f"{a}.log.jsonl").exists()]
 WRITER = "You are a quantitative researcher who writes formulaic"
 EXAMPLES = [
     "rank(close / delay(close, 40))",
@@ -51,15 +51,17 @@ def windows(text):
     return w
 
 
-print("| arm | ideas | accepted (distinct) | writer replies | copy or extend a shown accepted alpha | copy a worked example | use a window the idea names (of replies whose idea names one) | at the limit | tokens | seconds |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| arm | ideas | accepted (distinct) | writer replies | copy or extend a shown accepted alpha | copy a worked example | use a window the idea names (of replies whose idea names one) | at the limit | judge calls | tokens | seconds |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for arm in ARMS:
     log = [json.loads(l) for l in open(logs / f"{arm}.log.jsonl")]
-    n = copies = examples = limit = named = named_used = 0
+    n = copies = examples = limit = named = named_used = judge = 0
     rows = []
     for line in open(runs / arm / "replies.jsonl"):
         c = json.loads(line)
         rq, rp = c["request"], c["reply"]
+        if rq["system"].startswith("You review"):
+            judge += 1
         if not rq["system"].startswith(WRITER):
             continue
         user = rq["messages"][-1]["content"]
@@ -82,7 +84,7 @@ for arm in ARMS:
     tokens = sum(o["prompt_tokens"] + o["completion_tokens"] for o in log)
     secs = sum(sum(o["timings"].values()) for o in log)
     distinct = len({re.sub(r"\s+", "", o["code"].lower()) for o in acc})
-    print(f"| {arm} | {len(log)} | {len(acc)} ({distinct}) | {n} | {copies} | {examples} | {named_used} of {named} | {limit} | {tokens:,} | {secs:.0f} |")
+    print(f"| {arm} | {len(log)} | {len(acc)} ({distinct}) | {n} | {copies} | {examples} | {named_used} of {named} | {limit} | {judge} | {tokens:,} | {secs:.0f} |")
 for arm in ARMS:
     print(f"\n{arm}:")
     for line in open(logs / f"{arm}.log.jsonl"):
