@@ -60,12 +60,16 @@ fn recency(created_at: i64, newest: i64) -> f64 {
 /// The documented score of a record; `newest` is the creation time of the newest
 /// candidate.
 pub fn score(relevance: f64, r: &AlphaRecord, with_performance: bool, newest: i64) -> f64 {
+    mix(relevance, recency(r.created_at, newest), with_performance.then(|| performance(r)))
+}
+
+/// The weighted sum; without a performance term (failures, lessons) the other two weights
+/// are rescaled to sum to 1.
+fn mix(relevance: f64, recency: f64, performance: Option<f64>) -> f64 {
     let rel = relevance.max(0.0);
-    let rec = recency(r.created_at, newest);
-    if with_performance {
-        W_RELEVANCE * rel + W_PERFORMANCE * performance(r) + W_RECENCY * rec
-    } else {
-        (W_RELEVANCE * rel + W_RECENCY * rec) / (W_RELEVANCE + W_RECENCY)
+    match performance {
+        Some(p) => W_RELEVANCE * rel + W_PERFORMANCE * p + W_RECENCY * recency,
+        None => (W_RELEVANCE * rel + W_RECENCY * recency) / (W_RELEVANCE + W_RECENCY),
     }
 }
 
@@ -137,7 +141,7 @@ impl Kb {
         let newest = lessons.iter().map(|(_, _, l)| l.created_at).max().unwrap_or(0);
         let cands = lessons
             .into_iter()
-            .map(|(rel, v, l)| ((W_RELEVANCE * (rel as f64).max(0.0) + W_RECENCY * recency(l.created_at, newest)) / (W_RELEVANCE + W_RECENCY), v, l))
+            .map(|(rel, v, l)| (mix(rel as f64, recency(l.created_at, newest), None), v, l))
             .collect();
         Ok(mmr(cands, k).into_iter().map(|(score, lesson)| LessonHit { score, lesson }).collect())
     }
