@@ -207,3 +207,60 @@ fn train_takes_any_alpha_file_as_features_or_baseline() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nowhere.toml"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Valid and test are binned at train's bin edges, so a booster predicts on their quantile
+/// matrices exactly what it predicts on their raw rows; a matrix binned at edges of its own
+/// does not (which shows the check can tell the two apart).
+#[test]
+fn matrices_binned_at_train_edges_predict_as_the_raw_rows() {
+    use alphaloop::expr::{eval_expr, NoAlphas};
+    use alphaloop::model::xgb::{Booster, DMatrix};
+    let data = sample();
+    // Raw values, not ranks: a sample day's ranks take so few values that any edges keep
+    // them apart.
+    let exprs = ["returns", "delta(close, 5) / close", "volume / adv20", "correlation(close, volume, 10)"];
+    let feats: Vec<_> = exprs.iter().map(|e| eval_expr(e, data, &NoAlphas).expect("evaluates")).collect();
+    let returns = eval_expr("returns", data, &NoAlphas).expect("returns");
+    let (nd, na) = (data.n_dates(), data.n_assets());
+    let cut = nd * 2 / 3;
+    // Rows (features with their missing values kept, the return two days later) of the
+    // dates before `cut` and from it.
+    let rows = |from: usize, to: usize| {
+        let (mut x, mut y) = (Vec::new(), Vec::new());
+        for t in from..to {
+            for a in 0..na {
+                let label = returns.get(t + 2, a);
+                if label.is_finite() {
+                    x.extend(feats.iter().map(|f| f.get(t, a) as f32));
+                    y.push(label as f32);
+                }
+            }
+        }
+        (x, y)
+    };
+    let (x_train, y_train) = rows(0, cut - 2);
+    let (x_test, y_test) = rows(cut, nd - 2);
+    assert!(x_train.iter().any(|v| v.is_nan()), "no missing feature in the train rows");
+    let dtrain = DMatrix::quantile(&x_train, y_train.len(), &y_train, None, 2).expect("train matrix");
+    let dtest = DMatrix::quantile(&x_test, y_test.len(), &y_test, Some(&dtrain), 2).expect("test matrix");
+    let own = DMatrix::quantile(&x_test, y_test.len(), &y_test, None, 2).expect("test matrix with its own edges");
+    let mut b = Booster::new(&[&dtrain]).expect("booster");
+    for (k, v) in [("objective", "reg:squarederror"), ("tree_method", "hist"), ("max_depth", "4"), ("seed", "1")] {
+        b.set_param(k, v).expect("parameter");
+    }
+    for round in 0..20 {
+        b.update(&dtrain, round).expect("round");
+    }
+    let raw = b.predict_dense(&x_test, y_test.len()).expect("raw rows");
+    assert_eq!(raw.len(), y_test.len());
+    assert_eq!(b.predict(&dtest).expect("binned rows"), raw);
+    assert_ne!(b.predict(&own).expect("own edges"), raw);
+    // A reloaded booster predicts the same; the dump names features by number.
+    let again = Booster::load_json(&b.save_json().expect("saves")).expect("loads");
+    assert_eq!(again.predict_dense(&x_test, y_test.len()).expect("reloaded"), raw);
+    assert!(b.dump().expect("dump").iter().any(|t| t.contains("[f3<")), "feature 3 never split on");
+    // Bad shapes are errors, not reads past the rows.
+    let err = DMatrix::quantile(&x_test, y_test.len(), &y_test[1..], None, 2).err().expect("labels do not match");
+    assert!(err.to_string().contains("labels for"), "{err}");
+    assert!(b.predict_dense(&x_test[1..], y_test.len()).is_err());
+}
