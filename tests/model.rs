@@ -46,6 +46,17 @@ fn trains_saves_reloads_and_predicts_identically() {
     let b = loaded.predict(sample(), t, &set).expect("predict");
     assert!(a.len() > 40, "{} scored stocks", a.len());
     assert_eq!(a, b, "predictions change after a reload");
+    // A model saved before missing features were filled (no `fills_missing`) is given them
+    // missing, as it was fit: on an early date (a year in, where windows over longer
+    // windows are still undefined) that changes its scores.
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
+    assert_eq!(json.as_object_mut().expect("object").remove("fills_missing"), Some(serde_json::Value::Bool(true)));
+    std::fs::write(&path, json.to_string()).expect("write");
+    let older = SavedModel::load(&path).expect("load");
+    assert!(!older.fills_missing);
+    let early = 255;
+    assert_ne!(older.predict(sample(), early, &set).expect("predict"), loaded.predict(sample(), early, &set).expect("predict"));
+    res.saved.save(&path).expect("save");
     // The CLI reads the same file.
     let out = common::bin()
         .args(["predict", "--json", "--model"])

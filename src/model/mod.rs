@@ -246,6 +246,10 @@ pub struct SavedModel {
     /// from.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub alphas: BTreeMap<String, String>,
+    /// Whether the booster was fit on missing features filled (`feature_value`); models
+    /// saved before 2026-11-28 saw them missing, and are given them so.
+    #[serde(default)]
+    pub fills_missing: bool,
 }
 
 /// Rows (date, asset) of one split with a finite label inside the split.
@@ -519,6 +523,7 @@ pub fn train(
         trees,
         booster: booster.save_json().map_err(xe)?,
         alphas,
+        fills_missing: true,
     };
     // The refits build their own matrices: what only the fixed model needed goes first.
     drop((booster, dtrain, dvalid, dtest));
@@ -685,7 +690,9 @@ impl SavedModel {
         });
         // Stocks without any finite feature on the date get no score.
         let scored: Vec<bool> = x.chunks(nf.max(1)).map(|row| row.iter().any(|v| !v.is_nan())).collect();
-        x.iter_mut().for_each(|v| *v = feature_value(f64::from(*v), cfg.transform));
+        if self.fills_missing {
+            x.iter_mut().for_each(|v| *v = feature_value(f64::from(*v), cfg.transform));
+        }
         let p = booster.predict_dense(&x, na).map_err(xe)?;
         let mut out: Vec<(String, f64)> = data.symbols.iter().cloned().zip(p.iter().map(|v| *v as f64)).collect();
         let mut scored = scored.into_iter();
