@@ -35,22 +35,24 @@ fn c_string(s: &str) -> Result<CString> {
 
 /// `rows` × `cols` row-major f32 cells as a NumPy array interface (XGBoost reads the
 /// pointer; the slice must outlive the call that receives it).
-fn dense_interface(x: &[f32], rows: usize) -> Result<(CString, usize)> {
+fn dense_interface(x: &[f32], rows: usize) -> Result<CString> {
     if rows == 0 || !x.len().is_multiple_of(rows) {
         return Err(XgbError(format!("{} values cannot be cut into {rows} rows", x.len())));
     }
     let cols = x.len() / rows;
     let json = format!(r#"{{"data":[{},true],"shape":[{rows},{cols}],"strides":null,"typestr":"<f4","version":3}}"#, x.as_ptr() as usize);
-    Ok((c_string(&json)?, cols))
+    c_string(&json)
 }
 
-/// Copies a result XGBoost owns (valid until its next call on the same booster).
-fn copy_out(ptr: *const f32, len: usize) -> Vec<f32> {
-    if len == 0 {
+/// Copies a prediction XGBoost owns (valid until its next call on the same booster): as
+/// many values as its shape's `dim` extents multiply to.
+fn copy_out(shape: *const u64, dim: u64, ptr: *const f32) -> Vec<f32> {
+    if shape.is_null() || ptr.is_null() {
         return Vec::new();
     }
-    // SAFETY: XGBoost hands out `len` initialised floats at `ptr`.
-    unsafe { std::slice::from_raw_parts(ptr, len) }.to_vec()
+    // SAFETY: XGBoost hands out `dim` extents at `shape` and their product of floats at `ptr`.
+    let len: u64 = unsafe { std::slice::from_raw_parts(shape, dim as usize) }.iter().product();
+    unsafe { std::slice::from_raw_parts(ptr, len as usize) }.to_vec()
 }
 
 /// A quantile matrix: rows binned at fixed edges, with their labels.
@@ -58,7 +60,6 @@ fn copy_out(ptr: *const f32, len: usize) -> Vec<f32> {
 // dropping thread's.
 pub struct DMatrix {
     handle: sys::DMatrixHandle,
-    rows: usize,
 }
 
 impl Drop for DMatrix {
@@ -106,7 +107,7 @@ impl DMatrix {
         if labels.len() != rows {
             return Err(XgbError(format!("{} labels for {rows} rows", labels.len())));
         }
-        let (data, _) = dense_interface(x, rows)?;
+        let data = dense_interface(x, rows)?;
         let mut proxy = std::ptr::null_mut();
         // SAFETY: plain out-parameter call.
         check(unsafe { sys::XGProxyDMatrixCreate(&mut proxy) })?;
@@ -131,7 +132,7 @@ impl DMatrix {
         // SAFETY: the proxy is only a view; it goes once the matrix is built.
         unsafe { sys::XGDMatrixFree(proxy) };
         check(ret)?;
-        let m = DMatrix { handle, rows };
+        let m = DMatrix { handle };
         if let Some(e) = failed {
             return Err(e);
         }
@@ -139,10 +140,6 @@ impl DMatrix {
         // SAFETY: `labels` holds `rows` floats; XGBoost copies them.
         check(unsafe { sys::XGDMatrixSetFloatInfo(m.handle, key.as_ptr(), labels.as_ptr(), rows as u64) })?;
         Ok(m)
-    }
-
-    pub fn rows(&self) -> usize {
-        self.rows
     }
 }
 
@@ -198,17 +195,17 @@ impl Booster {
         let (mut shape, mut dim, mut out) = (std::ptr::null(), 0u64, std::ptr::null());
         // SAFETY: out-parameters; the result is copied before the next call.
         check(unsafe { sys::XGBoosterPredictFromDMatrix(self.handle, d.handle, config.as_ptr(), &mut shape, &mut dim, &mut out) })?;
-        Ok(copy_out(out, d.rows))
+        Ok(copy_out(shape, dim, out))
     }
 
     /// Predictions for `rows` raw row-major rows `x` (NaN is missing), without a matrix.
     pub fn predict_dense(&self, x: &[f32], rows: usize) -> Result<Vec<f32>> {
-        let (data, _) = dense_interface(x, rows)?;
+        let data = dense_interface(x, rows)?;
         let config = c_string(PREDICT)?;
         let (mut shape, mut dim, mut out) = (std::ptr::null(), 0u64, std::ptr::null());
         // SAFETY: `x` outlives the call; the result is copied before the next call.
         check(unsafe { sys::XGBoosterPredictFromDense(self.handle, data.as_ptr(), config.as_ptr(), std::ptr::null_mut(), &mut shape, &mut dim, &mut out) })?;
-        Ok(copy_out(out, rows))
+        Ok(copy_out(shape, dim, out))
     }
 
     /// The trees of rounds `begin..end` as a booster of their own.
