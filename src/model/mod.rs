@@ -696,9 +696,14 @@ impl SavedModel {
             x.iter_mut().for_each(|v| *v = feature_value(f64::from(*v), cfg.transform));
         }
         let p = booster.predict_dense(&x, na).map_err(xe)?;
-        let mut out: Vec<(String, f64)> = data.symbols.iter().cloned().zip(p.iter().map(|v| *v as f64)).collect();
-        let mut scored = scored.into_iter();
-        out.retain(|o| scored.next().unwrap_or(false) && o.1.is_finite());
+        let mut out: Vec<(String, f64)> = data
+            .symbols
+            .iter()
+            .zip(p)
+            .zip(scored)
+            .filter(|&((_, v), scored)| scored && v.is_finite())
+            .map(|((s, v), _)| (s.clone(), f64::from(v)))
+            .collect();
         out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         Ok(out)
     }

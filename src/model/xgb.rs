@@ -44,15 +44,19 @@ fn dense_interface(x: &[f32], rows: usize) -> Result<CString> {
     c_string(&json)
 }
 
-/// Copies a prediction XGBoost owns (valid until its next call on the same booster): as
-/// many values as its shape's `dim` extents multiply to.
-fn copy_out(shape: *const u64, dim: u64, ptr: *const f32) -> Vec<f32> {
-    if shape.is_null() || ptr.is_null() {
-        return Vec::new();
+/// One of XGBoost's prediction calls (given the [`PREDICT`] settings and its shape and
+/// result out-parameters), its result copied out before the booster's next call: as many
+/// values as the returned shape's extents multiply to.
+fn predicted(call: impl FnOnce(*const c_char, *mut *const u64, *mut u64, *mut *const f32) -> c_int) -> Result<Vec<f32>> {
+    let config = c_string(PREDICT)?;
+    let (mut shape, mut dim, mut out) = (std::ptr::null(), 0u64, std::ptr::null());
+    check(call(config.as_ptr(), &mut shape, &mut dim, &mut out))?;
+    if shape.is_null() || out.is_null() {
+        return Ok(Vec::new());
     }
-    // SAFETY: XGBoost hands out `dim` extents at `shape` and their product of floats at `ptr`.
+    // SAFETY: XGBoost hands out `dim` extents at `shape` and their product of floats at `out`.
     let len: u64 = unsafe { std::slice::from_raw_parts(shape, dim as usize) }.iter().product();
-    unsafe { std::slice::from_raw_parts(ptr, len as usize) }.to_vec()
+    Ok(unsafe { std::slice::from_raw_parts(out, len as usize) }.to_vec())
 }
 
 /// A quantile matrix: rows binned at fixed edges, with their labels.
@@ -127,15 +131,17 @@ impl DMatrix {
                 &mut handle,
             )
         };
-        // The proxy's error, if setting the rows failed, before anything else is called.
+        // The proxy's error, if setting the rows failed, before anything else is called:
+        // it is the cause of whatever XGBoost then reports about an empty matrix.
         let failed = it.failed.then(last_error);
         // SAFETY: the proxy is only a view; it goes once the matrix is built.
         unsafe { sys::XGDMatrixFree(proxy) };
-        check(ret)?;
-        let m = DMatrix { handle };
+        // (A built matrix is freed on drop if the rows' error follows.)
+        let built = check(ret).map(|_| DMatrix { handle });
         if let Some(e) = failed {
             return Err(e);
         }
+        let m = built?;
         let key = c_string("label")?;
         // SAFETY: `labels` holds `rows` floats; XGBoost copies them.
         check(unsafe { sys::XGDMatrixSetFloatInfo(m.handle, key.as_ptr(), labels.as_ptr(), rows as u64) })?;
@@ -191,21 +197,15 @@ impl Booster {
 
     /// Predictions for a matrix's rows (incremental for a cached matrix).
     pub fn predict(&self, d: &DMatrix) -> Result<Vec<f32>> {
-        let config = c_string(PREDICT)?;
-        let (mut shape, mut dim, mut out) = (std::ptr::null(), 0u64, std::ptr::null());
-        // SAFETY: out-parameters; the result is copied before the next call.
-        check(unsafe { sys::XGBoosterPredictFromDMatrix(self.handle, d.handle, config.as_ptr(), &mut shape, &mut dim, &mut out) })?;
-        Ok(copy_out(shape, dim, out))
+        // SAFETY: both handles are live; the rest are the call's out-parameters.
+        predicted(|config, shape, dim, out| unsafe { sys::XGBoosterPredictFromDMatrix(self.handle, d.handle, config, shape, dim, out) })
     }
 
     /// Predictions for `rows` raw row-major rows `x` (NaN is missing), without a matrix.
     pub fn predict_dense(&self, x: &[f32], rows: usize) -> Result<Vec<f32>> {
         let data = dense_interface(x, rows)?;
-        let config = c_string(PREDICT)?;
-        let (mut shape, mut dim, mut out) = (std::ptr::null(), 0u64, std::ptr::null());
-        // SAFETY: `x` outlives the call; the result is copied before the next call.
-        check(unsafe { sys::XGBoosterPredictFromDense(self.handle, data.as_ptr(), config.as_ptr(), std::ptr::null_mut(), &mut shape, &mut dim, &mut out) })?;
-        Ok(copy_out(shape, dim, out))
+        // SAFETY: `x` outlives the call; the rest are its out-parameters.
+        predicted(|config, shape, dim, out| unsafe { sys::XGBoosterPredictFromDense(self.handle, data.as_ptr(), config, std::ptr::null_mut(), shape, dim, out) })
     }
 
     /// The trees of rounds `begin..end` as a booster of their own.
