@@ -87,6 +87,13 @@ fn trains_saves_reloads_and_predicts_identically() {
     assert!(predict(&path, "2030-01-01").contains("the data ends on 2018-12-31"));
     let err = predict(std::path::Path::new("/nonexistent/model.json"), "2018-12-28");
     assert!(err.contains("no model at /nonexistent/model.json: `alphaloop train` saves one there"), "{err}");
+    // A model whose booster is damaged is named, with XGBoost's reason but not its stack.
+    let bad = dir.path().join("bad.json");
+    let mut broken: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
+    broken["booster"] = "{not json".into();
+    std::fs::write(&bad, broken.to_string()).expect("write");
+    let err = predict(&bad, "2018-12-28");
+    assert!(err.contains(&format!("model {}: xgboost: ", bad.display())) && err.contains("{not json") && !err.contains("Stack trace"), "{err}");
     // Without --model, predict reads where train saves by default (relative to the
     // working directory, as train's --out).
     let work = tempfile::tempdir().expect("tmp");

@@ -424,7 +424,7 @@ pub fn run_predict(args: PredictArgs, cfg: &Config) -> Result<i32> {
             anyhow::anyhow!("date {d} is not a trading date of {}: {near}", data.source.display())
         })?,
     };
-    let scores = m.predict(&data, t, &seeds::default_set()?)?;
+    let scores = m.predict(&data, t, &seeds::default_set()?).with_context(|| format!("model {}", args.model.display()))?;
     if let Some(out) = &args.out {
         use polars::prelude::*;
         let mut df = DataFrame::new(

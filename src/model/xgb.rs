@@ -25,8 +25,10 @@ fn check(ret: c_int) -> Result<()> {
 
 fn last_error() -> XgbError {
     // SAFETY: XGBoost returns a NUL-terminated message owned by the calling thread.
-    let msg = unsafe { CStr::from_ptr(sys::XGBGetLastError()) };
-    XgbError(msg.to_string_lossy().into_owned())
+    let msg = unsafe { CStr::from_ptr(sys::XGBGetLastError()) }.to_string_lossy();
+    // Its message, without the C++ stack trace it appends (frames of libxgboost, not ours).
+    let msg = msg.split("\nStack trace:").next().unwrap_or_default();
+    XgbError(msg.trim_end().to_string())
 }
 
 fn c_string(s: &str) -> Result<CString> {
