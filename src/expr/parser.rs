@@ -55,10 +55,12 @@ impl<'a> Lexer<'a> {
                 }
             }
             let s = &self.text[start..self.pos];
-            return s
-                .parse::<f64>()
-                .map(|v| (Tok::Num(v), span(self.pos)))
-                .map_err(|_| ExprError::at(self.text, span(self.pos), format!("malformed number '{s}'")));
+            return match s.parse::<f64>() {
+                // A literal past f64's range would silently become infinity (`1e400`).
+                Ok(v) if v.is_infinite() => Err(ExprError::at(self.text, span(self.pos), format!("number '{s}' is beyond the range of a double (about 1.8e308)"))),
+                Ok(v) => Ok((Tok::Num(v), span(self.pos))),
+                Err(_) => Err(ExprError::at(self.text, span(self.pos), format!("malformed number '{s}'"))),
+            };
         }
         if c.is_ascii_alphabetic() || c == b'_' {
             let ident_char = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
