@@ -106,7 +106,7 @@ fn hostile_expressions_never_panic_and_every_error_points_at_a_position() {
     let (mut scored, mut refused) = (0, 0);
     for _ in 0..n {
         let mut e: Vec<char> = hostile(&mut s, 4).chars().collect();
-        if common::xorshift(&mut s) % 3 == 0 {
+        if common::xorshift(&mut s).is_multiple_of(3) {
             let i = (common::xorshift(&mut s) % e.len() as u64) as usize;
             match common::xorshift(&mut s) % 3 {
                 0 => drop(e.remove(i)),
