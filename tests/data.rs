@@ -109,6 +109,26 @@ fn bad_files_get_clear_errors() {
     let m = msg(&p);
     assert!(m.contains("column 'date', row 2") && m.contains("2015-13-05"), "{m}");
 
+    // Rows with more or fewer fields than the header (polars padded a short one with
+    // missing values), a blank line before the last row and a quote left open are named
+    // by row and line.
+    let p = write(d, "long.csv", &format!("{HEADER}2015-01-02,AAA,1,1,1,1,1,10\n2015-01-05,AAA,1,1,1,1,1,10,7\n"));
+    assert!(msg(&p).ends_with("long.csv: cannot read: row 2 (line 3) has 9 fields, the header has 8"), "{}", msg(&p));
+    let p = write(d, "short.csv", &format!("{HEADER}2015-01-02,AAA,1,1,1,1,1,10\n2015-01-05,AAA,1,1,1,1,1\n2015-01-06,AAA,1,1,1,1,1,10\n"));
+    assert!(msg(&p).ends_with("short.csv: cannot read: row 2 (line 3) has 7 fields, the header has 8"), "{}", msg(&p));
+    let p = write(d, "gap.csv", &format!("{HEADER}2015-01-02,AAA,1,1,1,1,1,10\n\n2015-01-05,AAA,1,1,1,1,1,10\n"));
+    assert!(msg(&p).ends_with("gap.csv: cannot read: line 3 is blank; blank lines may only end the file"), "{}", msg(&p));
+    let p = write(d, "quote.csv", &format!("{HEADER}2015-01-02,\"AAA,1,1,1,1,1,10\n2015-01-05,AAA,1,1,1,1,1,10\n"));
+    assert!(msg(&p).ends_with("quote.csv: cannot read: the quote opened on line 2 is never closed"), "{}", msg(&p));
+    // Not faults: quoted fields (one holding a separator), CRLF line ends, and blank lines
+    // or bare separators (as spreadsheets write them) at the end; rows long enough to
+    // span the scan's 64-byte blocks.
+    let row = |date: &str, sym: &str| format!("{date},{sym},100.000000001,100.000000002,100.000000003,100.000000004,100.000000005,1000000000\r\n");
+    let text = format!("{}\r\n{}{}{},,,,,,,\r\n\r\n", HEADER.trim_end(), row("2015-01-02", "\"A,B\""), row("2015-01-02", "CCC"), row("2015-01-05", "CCC"));
+    let ok = load(&write(d, "fine.csv", &text), &o).expect("quoted fields, CRLF and trailing blank lines load");
+    assert_eq!((ok.n_dates(), ok.symbols.clone()), (2, vec!["A,B".to_string(), "CCC".to_string()]));
+    assert!((ok.fields["volume"].get(1, 1) - 1e9).abs() < 0.1, "the last row is read whole");
+
     let p = write(d, "empty.csv", HEADER);
     assert!(msg(&p).contains("has no rows") || msg(&p).contains("cannot read"), "{}", msg(&p));
 
@@ -287,4 +307,57 @@ fn empty_cells_load_as_missing_values_and_the_rest_as_given() {
     assert_eq!(close.series(1)[0], 22.0);
     assert!(close.series(1)[1].is_nan() && open.series(1)[1].is_nan());
     assert_eq!(open.series(1)[0], 22.0);
+}
+
+/// Files are user input: hundreds of copies of a real CSV with cells replaced by junk
+/// (text, quotes, line breaks, numbers out of range), fields dropped or added, rows
+/// overwritten by others, some with CRLF ends, each loaded without a panic, and each
+/// refusal naming the file.
+#[test]
+fn damaged_csv_files_never_panic_and_every_refusal_names_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut df = ParquetReader::new(std::fs::File::open(shared("data/sp500_sample.parquet")).expect("open")).finish().expect("read").head(Some(120));
+    let mut base = Vec::new();
+    CsvWriter::new(&mut base).finish(&mut df).expect("write csv");
+    let base = String::from_utf8(base).expect("utf-8");
+    let junk = ["", ",", "\"a,b\"", "\"x\ny\"", "\"", "nan", "inf", "1e400", "-1", "abc", "2015-13-45", "é", "\n\n", "null", "9999999999999999999999", "2015/01/02"];
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let mut draw = |n: usize| (common::xorshift(&mut s) % n as u64) as usize;
+    let (mut loaded, mut refused) = (0, 0);
+    for i in 0..400 {
+        let mut lines: Vec<String> = base.lines().map(String::from).collect();
+        for _ in 0..1 + draw(2) {
+            let li = draw(lines.len());
+            let mut cells: Vec<String> = lines[li].split(',').map(String::from).collect();
+            match draw(9) {
+                0..=4 => {
+                    let (c, j) = (draw(cells.len()), draw(junk.len()));
+                    cells[c] = junk[j].into();
+                }
+                5 => drop(cells.pop()),
+                6 => cells.push("7".into()),
+                7 => {
+                    let other = draw(lines.len());
+                    cells = lines[other].split(',').map(String::from).collect();
+                }
+                _ => {
+                    let c = draw(cells.len());
+                    cells.remove(c);
+                }
+            }
+            lines[li] = cells.join(",");
+        }
+        let end = if i % 5 == 0 { "\r\n" } else { "\n" };
+        let p = write(dir.path(), &format!("damaged{i}.csv"), &lines.join(end));
+        match std::panic::catch_unwind(|| load(&p, &LoadOptions::default()).map(|_| ())) {
+            Err(_) => panic!("panicked on {}", p.display()),
+            Ok(Ok(())) => loaded += 1,
+            Ok(Err(e)) => {
+                assert!(e.to_string().starts_with(&p.display().to_string()), "{e}");
+                refused += 1;
+            }
+        }
+    }
+    // Both outcomes were exercised.
+    assert!(loaded > 20 && refused > 200, "{loaded} loaded, {refused} refused");
 }

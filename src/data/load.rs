@@ -35,14 +35,173 @@ fn read_frame(path: &Path) -> Result<DataFrame, DataError> {
                 .map_err(|e| DataError::Read { path: path.to_path_buf(), msg: e.to_string() })?;
             ParquetReader::new(f).finish().map_err(read_err)
         }
-        "csv" | "tsv" => CsvReadOptions::default()
-            .map_parse_options(|o| o.with_separator(separator(path)))
-            .with_has_header(true)
-            .with_infer_schema_length(Some(10_000))
-            .try_into_reader_with_file_path(Some(path.to_path_buf()))
-            .and_then(|r| r.finish())
-            .map_err(read_err),
+        "csv" | "tsv" => {
+            let sep = separator(path);
+            // Polars pads a short row with nulls (a cut line would load as missing prices)
+            // and refuses a long one without saying where; the scan names the row.
+            if let Some(fault) = ragged_row(path, sep)? {
+                return Err(DataError::Read { path: path.to_path_buf(), msg: fault });
+            }
+            CsvReadOptions::default()
+                .map_parse_options(|o| o.with_separator(sep))
+                .with_has_header(true)
+                .with_infer_schema_length(Some(10_000))
+                .try_into_reader_with_file_path(Some(path.to_path_buf()))
+                .and_then(|r| r.finish())
+                .map(|df| {
+                    // Blank lines, or lines of bare separators as spreadsheets write them,
+                    // at the end of the file: empty rows, dropped.
+                    let empty = |i: usize| df.columns().iter().all(|c| c.get(i).is_ok_and(|v| v.is_null()));
+                    let keep = (0..df.height()).rev().find(|&i| !empty(i)).map_or(0, |i| i + 1);
+                    df.slice(0, keep)
+                })
+                .map_err(read_err)
+        }
         _ => Err(DataError::Format { path: path.to_path_buf() }),
+    }
+}
+
+/// The first data row whose number of fields is not the header's, a blank line before
+/// the last row, or a quote left open: `row 57 (line 58) has 9 fields, the header has
+/// 10`. Quoted fields may hold separators and line breaks (a doubled quote inside one is a
+/// quote). Blank lines that end the file are not faults (polars reads them as empty
+/// rows, which [`read_frame`] drops). Read in blocks of 64 bytes as bit masks (byte by
+/// byte, a 147 MB file took 0.3 s more to load; this way 0.05 s): only blocks with a
+/// quote, or inside one, go byte by byte.
+fn ragged_row(path: &Path, sep: u8) -> Result<Option<String>, DataError> {
+    use std::io::Read;
+    let io = |e: std::io::Error| DataError::Read { path: path.to_path_buf(), msg: e.to_string() };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut scan = Shape { sep, line: 1, starts: 1, fields: 1, ..Shape::default() };
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        let mut blocks = buf[..n].chunks_exact(64);
+        for b in &mut blocks {
+            let b: &[u8; 64] = b.try_into().expect("64 bytes");
+            let (quotes, newlines) = (mask(b, b'"'), mask(b, b'\n'));
+            if scan.quoted || quotes != 0 {
+                b.iter().for_each(|&c| scan.byte(c));
+            } else {
+                scan.block(newlines, mask(b, sep), !(newlines | mask(b, b'\r')));
+            }
+            if scan.fault.is_some() {
+                return Ok(scan.fault);
+            }
+        }
+        blocks.remainder().iter().for_each(|&c| scan.byte(c));
+        if scan.fault.is_some() {
+            return Ok(scan.fault);
+        }
+    }
+    if scan.quoted {
+        return Ok(Some(format!("the quote opened on line {} is never closed", scan.opened)));
+    }
+    scan.byte(b'\n');
+    Ok(scan.fault)
+}
+
+/// Bit j set where byte j is `c`: four 16-byte compares (SSE2, which every x86-64 has;
+/// written as a loop, the compiler built the mask a bit at a time).
+#[inline]
+fn mask(b: &[u8; 64], c: u8) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of x86-64; the loads read 4 × 16 bytes of the 64-byte array.
+        unsafe {
+            let v = _mm_set1_epi8(c as i8);
+            (0..4).fold(0u64, |m, q| {
+                let x = _mm_loadu_si128(b.as_ptr().add(16 * q).cast());
+                m | u64::from(_mm_movemask_epi8(_mm_cmpeq_epi8(x, v)) as u16) << (16 * q)
+            })
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        b.iter().enumerate().fold(0u64, |m, (j, &x)| m | u64::from(x == c) << j)
+    }
+}
+
+/// [`ragged_row`]'s state between bytes.
+#[derive(Default)]
+struct Shape {
+    sep: u8,
+    /// The current line, the line the current record started on and the line its open
+    /// quote started on (1-based).
+    line: usize,
+    starts: usize,
+    opened: usize,
+    /// The current record's fields so far, and whether it has any content yet.
+    fields: usize,
+    content: bool,
+    /// The first blank line outside quotes, if any.
+    blank: Option<usize>,
+    quoted: bool,
+    header: Option<usize>,
+    rows: usize,
+    fault: Option<String>,
+}
+
+impl Shape {
+    fn byte(&mut self, c: u8) {
+        match c {
+            b'\n' => self.newline(),
+            b'\r' => {}
+            b'"' => {
+                self.quoted = !self.quoted;
+                self.opened = if self.quoted { self.line } else { self.opened };
+                self.content = true;
+            }
+            _ => {
+                self.fields += usize::from(c == self.sep && !self.quoted);
+                self.content = true;
+            }
+        }
+    }
+
+    /// 64 bytes outside any quote, as masks of their newlines, separators and content
+    /// bytes (all but line ends).
+    fn block(&mut self, mut newlines: u64, seps: u64, content: u64) {
+        let mut rest = u64::MAX;
+        while newlines != 0 {
+            let k = newlines.trailing_zeros();
+            let before = rest & ((1u64 << k) - 1);
+            self.fields += (seps & before).count_ones() as usize;
+            self.content |= content & before != 0;
+            self.newline();
+            rest &= !(before | 1u64 << k);
+            newlines &= newlines - 1;
+        }
+        self.fields += (seps & rest).count_ones() as usize;
+        self.content |= content & rest != 0;
+    }
+
+    fn newline(&mut self) {
+        self.line += 1;
+        if self.quoted {
+            return;
+        }
+        if !self.content {
+            self.blank = self.blank.or(Some(self.starts));
+        } else if let (Some(b), None) = (self.blank, &self.fault) {
+            self.fault = Some(format!("line {b} is blank; blank lines may only end the file"));
+        } else if self.fault.is_none() {
+            match self.header {
+                None => self.header = Some(self.fields),
+                Some(h) => {
+                    self.rows += 1;
+                    if self.fields != h {
+                        let s = if self.fields == 1 { "" } else { "s" };
+                        self.fault = Some(format!("row {} (line {}) has {} field{s}, the header has {h}", self.rows, self.starts, self.fields));
+                    }
+                }
+            }
+        }
+        (self.fields, self.content, self.starts) = (1, false, self.line);
     }
 }
 
