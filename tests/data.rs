@@ -309,6 +309,23 @@ fn empty_cells_load_as_missing_values_and_the_rest_as_given() {
     assert_eq!(open.series(1)[0], 22.0);
 }
 
+/// A group file that contradicts itself, or that lists none of the data's symbols, is an
+/// error naming it; a symbol listed twice in the same group is not.
+#[test]
+fn group_files_that_cannot_be_right_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let data = write(d, "prices.csv", &format!("{HEADER}2015-01-02,AAA,1,1,1,1,1,10\n2015-01-02,BBB,1,1,1,1,1,10\n"));
+    let with = |name: &str, text: &str| load(&data, &LoadOptions { groups: Some(write(d, name, text)) });
+    let e = with("twice.csv", "symbol,group\nAAA,Energy\nBBB,Energy\nAAA,Utilities\n").expect_err("AAA in two groups");
+    assert!(e.to_string().ends_with("twice.csv: column 'symbol', row 3: 'AAA' is in group 'Utilities' here and in 'Energy' on row 1"), "{e}");
+    let e = with("other.csv", "ticker,sector\nXOM,Energy\n").expect_err("no symbol listed");
+    assert!(e.to_string().ends_with("other.csv: none of the data's 2 symbols (AAA, BBB, ...) is listed; expected `symbol,group` rows"), "{e}");
+    let ok = with("repeat.csv", "symbol,group\nAAA,Energy\nAAA,Energy\nBBB,Utilities\n").expect("a repeated row loads");
+    let g = ok.groups.expect("groups");
+    assert_eq!((g.ids.clone(), g.names.clone()), (vec![Some(0), Some(1)], vec!["Energy".to_string(), "Utilities".to_string()]));
+}
+
 /// Files are user input: hundreds of copies of a real CSV with cells replaced by junk
 /// (text, quotes, line breaks, numbers out of range), fields dropped or added, rows
 /// overwritten by others, some with CRLF ends, each loaded without a panic, and each

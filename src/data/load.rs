@@ -463,6 +463,16 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
         Some(g) => Some(load_groups(&g, &uni)?),
         None => None,
     };
+    // A file the user named that lists none of the data's symbols is a mistake (the wrong
+    // file, or its columns in another order); one found beside the data may be for other
+    // data, and is only warned about (load_groups).
+    if let (Some(given), Some(g)) = (&opts.groups, &groups) {
+        if !uni.is_empty() && g.ids.iter().all(Option::is_none) {
+            let first = uni.iter().take(3).map(String::as_str).collect::<Vec<_>>().join(", ");
+            let msg = format!("none of the data's {} symbols ({first}, ...) is listed; expected `symbol,group` rows", uni.len());
+            return Err(DataError::Groups { path: given.clone(), msg });
+        }
+    }
 
     Ok(MarketData { source: path.to_path_buf(), dates: cal, symbols: uni, fields, groups, read_as })
 }
@@ -553,11 +563,17 @@ pub fn load_groups(path: &Path, symbols: &[String]) -> Result<Groups, DataError>
     let mut names: Vec<String> = grps.clone();
     names.sort_unstable();
     names.dedup();
-    let by_sym: HashMap<&str, u32> = syms
-        .iter()
-        .zip(&grps)
-        .map(|(s, g)| (s.as_str(), names.binary_search(g).expect("name listed") as u32))
-        .collect();
+    // A symbol listed twice must be listed in one group (row numbers are 1-based).
+    let mut by_sym: HashMap<&str, (u32, usize)> = HashMap::with_capacity(syms.len());
+    for (r, (s, g)) in syms.iter().zip(&grps).enumerate() {
+        let id = names.binary_search(g).expect("name listed") as u32;
+        if let Some(&(other, first)) = by_sym.get(s.as_str()).filter(|(other, _)| *other != id) {
+            let msg = format!("'{s}' is in group '{g}' here and in '{}' on row {}", names[other as usize], first + 1);
+            return Err(DataError::BadValue { path: path.to_path_buf(), column: sym.name().to_string(), row: r + 1, msg });
+        }
+        by_sym.entry(s.as_str()).or_insert((id, r));
+    }
+    let by_sym: HashMap<&str, u32> = by_sym.into_iter().map(|(s, (id, _))| (s, id)).collect();
     let ids: Vec<Option<u32>> = symbols.iter().map(|s| by_sym.get(s.as_str()).copied()).collect();
     let missing = ids.iter().filter(|g| g.is_none()).count();
     if missing > 0 {

@@ -35,6 +35,8 @@ pub enum DataError {
     Duplicate { path: PathBuf, date: Date, symbol: String, first: usize, second: usize },
     #[error("{path}: the file has no rows")]
     Empty { path: PathBuf },
+    #[error("{path}: {msg}")]
+    Groups { path: PathBuf, msg: String },
     #[error("{0}")]
     Period(String),
 }
