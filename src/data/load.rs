@@ -468,8 +468,9 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
     // data, and is only warned about (load_groups).
     if let (Some(given), Some(g)) = (&opts.groups, &groups) {
         if !uni.is_empty() && g.ids.iter().all(Option::is_none) {
+            let more = if uni.len() > 3 { ", ..." } else { "" };
             let first = uni.iter().take(3).map(String::as_str).collect::<Vec<_>>().join(", ");
-            let msg = format!("none of the data's {} symbols ({first}, ...) is listed; expected `symbol,group` rows", uni.len());
+            let msg = format!("none of the data's {} symbols ({first}{more}) is listed; expected `symbol,group` rows", uni.len());
             return Err(DataError::Groups { path: given.clone(), msg });
         }
     }
