@@ -14,10 +14,7 @@ use std::time::{Duration, Instant};
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        ((alphaloop::xorshift(&mut self.0) >> 40) as f32 / (1u64 << 24) as f32) - 0.5
     }
     fn vec(&mut self, n: usize) -> Vec<f32> {
         (0..n).map(|_| self.next()).collect()

@@ -24,8 +24,8 @@ pub mod cli;
 /// One step of Marsaglia's xorshift64 (shifts 13, 7, 17): the tiny deterministic generator
 /// behind the model's shuffles, the look-ahead probe's perturbations and the unit tests'
 /// random inputs, where reproducibility matters and statistical quality does not. `s`
-/// must not be 0 (it would stay 0).
-pub(crate) fn xorshift(s: &mut u64) -> u64 {
+/// must not be 0 (it would stay 0). Public for the integration tests and benchmarks.
+pub fn xorshift(s: &mut u64) -> u64 {
     *s ^= *s << 13;
     *s ^= *s >> 7;
     *s ^= *s << 17;

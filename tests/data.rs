@@ -339,7 +339,7 @@ fn damaged_csv_files_never_panic_and_every_refusal_names_the_file() {
     let base = String::from_utf8(base).expect("utf-8");
     let junk = ["", ",", "\"a,b\"", "\"x\ny\"", "\"", "nan", "inf", "1e400", "-1", "abc", "2015-13-45", "é", "\n\n", "null", "9999999999999999999999", "2015/01/02"];
     let mut s = 0x9e37_79b9_7f4a_7c15u64;
-    let mut draw = |n: usize| (common::xorshift(&mut s) % n as u64) as usize;
+    let mut draw = |n: usize| (alphaloop::xorshift(&mut s) % n as u64) as usize;
     let (mut loaded, mut refused) = (0, 0);
     for i in 0..400 {
         let mut lines: Vec<String> = base.lines().map(String::from).collect();

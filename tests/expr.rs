@@ -69,7 +69,7 @@ fn errors_name_the_position_and_suggest() {
 /// −1, a fraction, the data's length and beyond, non-constant windows, unknown names.
 fn hostile(s: &mut u64, depth: u32) -> String {
     fn pick(s: &mut u64, xs: &[&'static str]) -> &'static str {
-        xs[(common::xorshift(s) % xs.len() as u64) as usize]
+        xs[(alphaloop::xorshift(s) % xs.len() as u64) as usize]
     }
     let leaves = ["close", "open", "volume", "returns", "vwap", "adv20", "adv1", "adv5000", "0", "-0", "1e308", "-1e308", "1e-320", "0.5", "3", "00", ".5", "5.", "1e", "cap", "nan", "alpha:foo", "alpha:", "IndClass.sector"];
     let unary = ["rank", "abs", "sign", "log", "sqrt", "exp", "scale", "cs_zscore", "-"];
@@ -78,7 +78,7 @@ fn hostile(s: &mut u64, depth: u32) -> String {
     let binary = ["+", "-", "*", "/", "^", "<", ">=", "==", "&&", "||"];
     let windows = ["0", "1", "2", "5", "-1", "0.5", "1e9", "1006", "1005", "5000", "close", "2.9", "-0", "18446744073709551616"];
     let leaf = pick(s, &leaves);
-    let (kind, w, op) = (common::xorshift(s) % 7, pick(s, &windows), [pick(s, &unary), pick(s, &windowed), pick(s, &pairs), pick(s, &binary)]);
+    let (kind, w, op) = (alphaloop::xorshift(s) % 7, pick(s, &windows), [pick(s, &unary), pick(s, &windowed), pick(s, &pairs), pick(s, &binary)]);
     if depth == 0 || kind == 6 {
         return leaf.into();
     }
@@ -106,11 +106,11 @@ fn hostile_expressions_never_panic_and_every_error_points_at_a_position() {
     let (mut scored, mut refused) = (0, 0);
     for _ in 0..n {
         let mut e: Vec<char> = hostile(&mut s, 4).chars().collect();
-        if common::xorshift(&mut s).is_multiple_of(3) {
-            let i = (common::xorshift(&mut s) % e.len() as u64) as usize;
-            match common::xorshift(&mut s) % 3 {
+        if alphaloop::xorshift(&mut s).is_multiple_of(3) {
+            let i = (alphaloop::xorshift(&mut s) % e.len() as u64) as usize;
+            match alphaloop::xorshift(&mut s) % 3 {
                 0 => drop(e.remove(i)),
-                1 => e.insert(i, junk[(common::xorshift(&mut s) % junk.len() as u64) as usize]),
+                1 => e.insert(i, junk[(alphaloop::xorshift(&mut s) % junk.len() as u64) as usize]),
                 _ => e.truncate(i),
             }
         }

@@ -215,16 +215,8 @@ fn check_all(x: &[f64], y: &[f64], d: usize) {
 }
 
 fn series(n: usize, seed: u64) -> Vec<f64> {
-    // xorshift: reproducible without a dependency
     let mut s = seed.max(1);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 10_000) as f64 / 100.0 - 50.0
-        })
-        .collect()
+    (0..n).map(|_| (alphaloop::xorshift(&mut s) % 10_000) as f64 / 100.0 - 50.0).collect()
 }
 
 #[test]

@@ -74,11 +74,3 @@ pub fn gapped_sample(dir: &std::path::Path, every: usize) -> PathBuf {
     ParquetWriter::new(std::fs::File::create(&path).expect("create")).finish(&mut df).expect("write");
     path
 }
-
-/// One step of xorshift64 (shifts 13, 7, 17): deterministic draws for generated inputs.
-pub fn xorshift(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
-}
