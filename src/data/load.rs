@@ -88,11 +88,9 @@ fn ragged_row(path: &Path, sep: u8) -> Result<Option<String>, DataError> {
             } else {
                 scan.block(newlines, mask(b, sep), !(newlines | mask(b, b'\r')));
             }
-            if scan.fault.is_some() {
-                return Ok(scan.fault);
-            }
         }
         blocks.remainder().iter().for_each(|&c| scan.byte(c));
+        // (The first fault stays: later rows cannot replace it.)
         if scan.fault.is_some() {
             return Ok(scan.fault);
         }
@@ -460,20 +458,9 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
         p.exists().then_some(p)
     });
     let groups = match groups_path {
-        Some(g) => Some(load_groups(&g, &uni)?),
+        Some(g) => Some(load_groups(&g, &uni, opts.groups.is_some())?),
         None => None,
     };
-    // A file the user named that lists none of the data's symbols is a mistake (the wrong
-    // file, or its columns in another order); one found beside the data may be for other
-    // data, and is only warned about (load_groups).
-    if let (Some(given), Some(g)) = (&opts.groups, &groups) {
-        if !uni.is_empty() && g.ids.iter().all(Option::is_none) {
-            let more = if uni.len() > 3 { ", ..." } else { "" };
-            let first = uni.iter().take(3).map(String::as_str).collect::<Vec<_>>().join(", ");
-            let msg = format!("none of the data's {} symbols ({first}{more}) is listed; expected `symbol,group` rows", uni.len());
-            return Err(DataError::Groups { path: given.clone(), msg });
-        }
-    }
 
     Ok(MarketData { source: path.to_path_buf(), dates: cal, symbols: uni, fields, groups, read_as })
 }
@@ -543,7 +530,9 @@ fn universe<'a>(rows: &[&'a str]) -> (Vec<&'a str>, Vec<u32>) {
 
 /// Reads a `symbol,group` CSV (any header; the symbol column is `symbol`, the group column
 /// is `group`, `sector`, `gics sector`, or else the last column) for the given universe.
-pub fn load_groups(path: &Path, symbols: &[String]) -> Result<Groups, DataError> {
+/// `named`: the user gave this file (a file that lists none of the symbols is then an
+/// error, not a warning).
+pub fn load_groups(path: &Path, symbols: &[String], named: bool) -> Result<Groups, DataError> {
     let df = read_frame(path)?;
     let sym = find_col(&df, "symbol").or_else(|| df.columns().first()).ok_or_else(|| DataError::MissingColumn {
         path: path.to_path_buf(),
@@ -577,6 +566,15 @@ pub fn load_groups(path: &Path, symbols: &[String]) -> Result<Groups, DataError>
     let by_sym: HashMap<&str, u32> = by_sym.into_iter().map(|(s, (id, _))| (s, id)).collect();
     let ids: Vec<Option<u32>> = symbols.iter().map(|s| by_sym.get(s.as_str()).copied()).collect();
     let missing = ids.iter().filter(|g| g.is_none()).count();
+    // A file the user named that lists none of the data's symbols is a mistake (the wrong
+    // file, or its columns in another order); one found beside the data may be for other
+    // data, and is only warned about.
+    if named && missing > 0 && missing == symbols.len() {
+        let more = if symbols.len() > 3 { ", ..." } else { "" };
+        let first = symbols.iter().take(3).map(String::as_str).collect::<Vec<_>>().join(", ");
+        let msg = format!("none of the data's {} symbols ({first}{more}) is listed; expected `symbol,group` rows", symbols.len());
+        return Err(DataError::Groups { path: path.to_path_buf(), msg });
+    }
     if missing > 0 {
         tracing::warn!("{}: {missing} symbols have no group; indneutralize gives NaN for them", path.display());
     }
