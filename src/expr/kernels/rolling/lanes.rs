@@ -610,8 +610,8 @@ unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool,
         let r = if CORR {
             // corr_of: the clamp keeps NaN; NaN where a side is constant or has no variance.
             let r = _mm512_div_pd(c, _mm512_mul_pd(_mm512_sqrt_pd(vx), _mm512_sqrt_pd(vy)));
-            let r = _mm512_mask_mov_pd(r, _mm512_cmp_pd_mask::<_CMP_LT_OQ>(r, _mm512_set1_pd(-1.0)), _mm512_set1_pd(-1.0));
-            let r = _mm512_mask_mov_pd(r, _mm512_cmp_pd_mask::<_CMP_GT_OQ>(r, _mm512_set1_pd(1.0)), _mm512_set1_pd(1.0));
+            // (vmaxpd and vminpd return their second operand where either is NaN.)
+            let r = _mm512_min_pd(_mm512_set1_pd(1.0), _mm512_max_pd(_mm512_set1_pd(-1.0), r));
             let undefined = z | _mm512_cmp_pd_mask::<_CMP_LE_OQ>(vx, zero) | _mm512_cmp_pd_mask::<_CMP_LE_OQ>(vy, zero);
             _mm512_mask_mov_pd(r, undefined, nan)
         } else {
