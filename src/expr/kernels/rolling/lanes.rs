@@ -563,7 +563,11 @@ unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool,
     // d·k² of each anchor, for the ill-conditioning test: the anchors move only at a
     // refresh, so it is computed there (the same products, once per d steps).
     let (mut dkkx, mut dkky) = (zero, zero);
-    let (mut nbad, mut since, mut rx, mut ry) = (_mm512_setzero_si512(), never, _mm512_setzero_si512(), _mm512_setzero_si512());
+    // `good`: rows in a row, up to today, whose x and y are both finite; a window counts
+    // when it holds d of them (which also asks for d rows). Counted as the runs below are:
+    // three operations a row where a count of the window's non-finite rows (adding today's,
+    // testing and taking out the row leaving) took eleven and a branch.
+    let (mut good, mut since, mut rx, mut ry) = (_mm512_setzero_si512(), never, _mm512_setzero_si512(), _mm512_setzero_si512());
     let (mut xp, mut yp) = (nan, nan);
     for t in 0..n {
         let (xt, yt) = (ld(px, t), ld(py, t));
@@ -572,9 +576,8 @@ unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool,
         // Run lengths of identical finite values: +1 when today repeats yesterday.
         rx = _mm512_maskz_mov_epi64(fa, _mm512_mask_add_epi64(one, _mm512_mask_cmp_pd_mask::<_CMP_EQ_OQ>(fa, xt, xp), rx, one));
         ry = _mm512_maskz_mov_epi64(fb, _mm512_mask_add_epi64(one, _mm512_mask_cmp_pd_mask::<_CMP_EQ_OQ>(fb, yt, yp), ry, one));
-        nbad = _mm512_mask_add_epi64(nbad, !(fa & fb), nbad, one);
-        nbad = _mm512_mask_sub_epi64(nbad, !(finite(xo) & finite(yo)), nbad, one);
-        let ok: __mmask8 = if t + 1 >= d { _mm512_cmpeq_epi64_mask(nbad, _mm512_setzero_si512()) } else { 0 };
+        good = _mm512_maskz_add_epi64(fa & fb, good, one);
+        let ok = _mm512_cmpge_epu64_mask(good, du);
         let due = _mm512_cmpge_epu64_mask(since, du);
         let keep = ok & !due;
         let (ka, kb) = (_mm512_sub_pd(xt, kx), _mm512_sub_pd(yt, ky));
