@@ -275,9 +275,10 @@ fn ranks(win: &[f64], xt: [f64; W], dn: f64) -> [f64; W] {
 /// window day, where two compares into masks and two masked adds were (the compares all
 /// run on one port). Today's own day adds ½ without being read. Every share and sum is a
 /// multiple of ½ no larger than d, so exact: `lt + (eq + 1)/2` is the same double, and the
-/// rank the same bits. The count of non-finite values in the window is kept as mask adds
-/// (compiled from the portable walk, that count's scalar per-lane tests were a third of
-/// `ts_rank`'s time).
+/// rank the same bits. The window's validity is a count of finite values in a row, kept in
+/// a register (compiled from the portable walk, a count's scalar per-lane tests were a
+/// third of `ts_rank`'s time). (Its division as [`DivBy`](crate::expr::kernels::simd::DivBy)'s
+/// multiply-adds was measured in session 53: no faster.)
 ///
 /// # Safety
 /// The CPU must support AVX-512F.
@@ -296,14 +297,13 @@ unsafe fn ts_rank8_avx512(x: &[f64], d: usize, out: &mut [f64]) {
     // 0xA = +1, 0xB = +½.
     let shares = _mm512_set1_epi64(0x8A8A_8B88);
     let share = |u: __m512d, xt: __m512d| _mm512_fixupimm_pd::<0>(zero, _mm512_sub_pd(u, xt), shares);
-    let one = _mm512_set1_epi64(1);
-    let mut nbad = _mm512_setzero_si512();
+    // `good`: finite values in a row, up to today (reset by a non-finite one); the window
+    // counts when it holds d of them (the correlation walk's count).
+    let (one, du) = (_mm512_set1_epi64(1), _mm512_set1_epi64(d as i64));
+    let mut good = _mm512_setzero_si512();
     for t in 0..n {
         let xt = ld(t);
-        nbad = _mm512_mask_add_epi64(nbad, !finite(xt), nbad, one);
-        if t >= d {
-            nbad = _mm512_mask_sub_epi64(nbad, !finite(ld(t - d)), nbad, one);
-        }
+        good = _mm512_maskz_add_epi64(finite(xt), good, one);
         let o = out[t * W..(t + 1) * W].as_mut_ptr();
         if t + 1 < d || d == 0 {
             // SAFETY: `o` holds W values.
@@ -322,7 +322,7 @@ unsafe fn ts_rank8_avx512(x: &[f64], d: usize, out: &mut [f64]) {
             s0 = _mm512_add_pd(s0, share(ld(i), xt));
         }
         let r = _mm512_div_pd(_mm512_add_pd(s0, s1), dn);
-        let ok = _mm512_cmpeq_epi64_mask(nbad, _mm512_setzero_si512());
+        let ok = _mm512_cmpge_epu64_mask(good, du);
         // SAFETY: `o` holds W values.
         unsafe { _mm512_storeu_pd(o, _mm512_mask_mov_pd(nan, ok, r)) };
     }

@@ -118,16 +118,16 @@ mod avx512 {
         // Sums: the plain sum (Sum, Mean, Decay), the weighted sum (Decay), or the anchor
         // and the anchored sums of values and squares (Std).
         let (mut s, mut w, mut k, mut s1, mut s2) = (zero, zero, zero, zero, zero);
-        let (mut nbad, mut since, mut run) = (_mm512_setzero_si512(), never, _mm512_setzero_si512());
+        // `good`: finite values in a row, up to today (reset by a non-finite one); the
+        // window counts when it holds d of them.
+        let (mut good, mut since, mut run) = (_mm512_setzero_si512(), never, _mm512_setzero_si512());
         let mut xp = nan;
         for t in 0..n {
             let xt = ld(t);
             let xo = if t >= d { ld(t - d) } else { zero };
             let ft = finite(xt);
-            nbad = _mm512_mask_add_epi64(nbad, !ft, nbad, one);
-            nbad = _mm512_mask_sub_epi64(nbad, !finite(xo), nbad, one);
-            let full: __mmask8 = if t + 1 >= d { 0xff } else { 0 };
-            let ok = _mm512_cmpeq_epi64_mask(nbad, _mm512_setzero_si512()) & full;
+            good = _mm512_maskz_add_epi64(ft, good, one);
+            let ok = _mm512_cmpge_epu64_mask(good, du);
             let due = _mm512_cmpge_epu64_mask(since, du);
             since = _mm512_mask_mov_epi64(_mm512_mask_mov_epi64(_mm512_add_epi64(since, one), due, one), !ok, never);
             let (keep, refresh) = (ok & !due, ok & due);
