@@ -415,12 +415,9 @@ pub fn rank_row(row: &[f64], out: &mut [f64], buf: &mut SortBuf) {
     if let Some(d) = buf.few(row) {
         return d.ranks(row, out);
     }
+    out.fill(f64::NAN);
     if row.len() <= super::netsort::MAX && super::netsort::available() {
         let (keys, same) = buf.packed.sort_keys(row);
-        // Every stock gets a rank below when every value is finite (most rows).
-        if keys.len() < row.len() {
-            out.fill(f64::NAN);
-        }
         let n = keys.len() as f64;
         // Where the prefixes ascend strictly, the order is the values' and position p has
         // rank p + 1 ... (the table of (p + 1) / n is kept from row to row: the count
@@ -479,7 +476,6 @@ pub fn rank_row(row: &[f64], out: &mut [f64], buf: &mut SortBuf) {
         });
         return;
     }
-    out.fill(f64::NAN);
     let sorted = buf.sort_finite(row);
     let n = sorted.len() as f64;
     average_ranks(sorted, |i, r| out[i as usize] = r / n);
