@@ -5,7 +5,7 @@
 # Why: these VMs run the same binary up to 1.6x apart from hour to hour, and the issue timed
 # its peers on a faster one (KunQuant 82 alphas in 22.2 s, py-alpha-lib 100 in 23.7 s), so
 # "4 s" only means something next to the peers' times here: the target's equivalent is
-# 4 s x (peer's time here / peer's time in the issue). This runs criterion's one-thread
+# 4 s x (the peer's fastest run here / its time in the issue). This runs criterion's one-thread
 # benchmark, then each peer that is installed (benches/README.md, "The issue's own peers"),
 # and prints alphaloop's time, each equivalent and the ratio.
 #
