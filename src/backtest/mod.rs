@@ -565,10 +565,9 @@ impl Scorer {
             let order = &self.main_order[i * na..i * na + self.n_labelled[i] as usize];
             let groups = &self.main_groups[self.main_group_at[i] as usize..self.main_group_at[i + 1] as usize];
             let sr = &sc.sr[..na];
-            let vector = kept_ranks_avx512_available();
             let walk = |seg: &[u32], pm: &mut f64| {
                 #[cfg(target_arch = "x86_64")]
-                if vector {
+                if crate::expr::kernels::simd::avx512_popcnt() {
                     // SAFETY: the CPU has what the kernel needs (checked above), and `seg`
                     // holds stock indices, each below `sr.len()` = the number of stocks.
                     return unsafe { kept_ranks_avx512(seg, sr, mid, pm) };
@@ -672,27 +671,15 @@ fn kept_ranks(seg: &[u32], sr: &[f32], mid: f64, pm: &mut f64) -> f64 {
     (acc[0] + acc[1]) + (acc[2] + acc[3])
 }
 
-/// Whether [`kept_ranks_avx512`] runs on this CPU (checked once and cached by std).
-fn kept_ranks_avx512_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl") && is_x86_feature_detected!("popcnt")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
 /// [`kept_ranks`] eight stocks at a time: their ranks gathered, the kept ones compressed to
 /// the front of a vector, where lane j stands at pm + j (half the time of the quad walk,
 /// measured stand-alone on rows like the shipped data's).
 ///
 /// # Safety
-/// The CPU must support AVX-512F, AVX-512VL and POPCNT, and every index in `seg` must be
-/// below `sr.len()`.
+/// The CPU must support AVX-512F and POPCNT, and every index in `seg` must be below
+/// `sr.len()`.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512vl,popcnt")]
+#[target_feature(enable = "avx512f,popcnt")]
 unsafe fn kept_ranks_avx512(seg: &[u32], sr: &[f32], mid: f64, pm: &mut f64) -> f64 {
     use std::arch::x86_64::*;
     let step = _mm512_setr_pd(0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0);
@@ -703,11 +690,11 @@ unsafe fn kept_ranks_avx512(seg: &[u32], sr: &[f32], mid: f64, pm: &mut f64) -> 
         // SAFETY: only lanes inside `seg` are read, and each gathers a cell of `sr`
         // (passed on from the caller).
         let r = unsafe {
-            let idx = _mm256_maskz_loadu_epi32(lanes, seg.as_ptr().add(8 * q).cast());
-            _mm256_mmask_i32gather_ps::<4>(_mm256_setzero_ps(), lanes, idx, sr.as_ptr())
+            let idx = _mm512_maskz_loadu_epi32(lanes.into(), seg.as_ptr().add(8 * q).cast());
+            _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), lanes.into(), idx, sr.as_ptr())))
         };
-        let kept = _mm256_cmp_ps_mask::<_CMP_NEQ_OQ>(r, _mm256_setzero_ps());
-        let v = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_maskz_compress_ps(kept, r)), vmid);
+        let kept = _mm512_cmp_pd_mask::<_CMP_NEQ_OQ>(r, _mm512_setzero_pd());
+        let v = _mm512_sub_pd(_mm512_maskz_compress_pd(kept, r), vmid);
         let pos = _mm512_add_pd(_mm512_set1_pd(*pm), step);
         let count = kept.count_ones();
         acc = _mm512_mask_add_pd(acc, ((1u32 << count) - 1) as __mmask8, acc, _mm512_mul_pd(pos, v));
@@ -930,7 +917,7 @@ mod tests {
             assert_eq!(kept_ranks(seg, &sr, mid, &mut pm).to_bits(), want.to_bits(), "length {len}");
             assert_eq!(pm, pm0);
             #[cfg(target_arch = "x86_64")]
-            if kept_ranks_avx512_available() {
+            if crate::expr::kernels::simd::avx512_popcnt() {
                 let mut pm = 1.0 - mid;
                 // SAFETY: the CPU has the features (checked), and every index is below 512.
                 assert_eq!(unsafe { kept_ranks_avx512(seg, &sr, mid, &mut pm) }.to_bits(), want.to_bits(), "length {len}");
