@@ -548,8 +548,18 @@ impl Scorer {
             if sc.ranks.len() < n {
                 sc.ranks.extend((sc.ranks.len() + 1..=n).map(|r| r as f32));
             }
-            for (&r, &k) in sc.ranks.iter().zip(joint) {
-                sr[k as usize] = r;
+            'scatter: {
+                #[cfg(target_arch = "x86_64")]
+                if crate::expr::kernels::simd::avx512_popcnt() {
+                    // SAFETY: the CPU has AVX-512F (checked), the ranks are sliced to the joint
+                    // set's length, and the joint set holds stock indices, each below
+                    // `sr.len()`, the number of stocks.
+                    unsafe { crate::expr::kernels::simd::scatter_f32(joint, &sc.ranks[..joint.len()], sr) };
+                    break 'scatter;
+                }
+                for (&r, &k) in sc.ranks.iter().zip(joint) {
+                    sr[k as usize] = r;
+                }
             }
             // Each run of ties shares its average rank (exact in an f32: a multiple of 1/2
             // below 2^23).

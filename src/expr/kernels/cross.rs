@@ -426,6 +426,13 @@ pub fn rank_row(row: &[f64], out: &mut [f64], buf: &mut SortBuf) {
             buf.pct.clear();
             buf.pct.extend((1..=keys.len()).map(|r| r as f64 / n));
         }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the network ran, so the CPU has AVX-512F; `pct` is as long as `keys`,
+        // whose indices are positions in `row`, as long as `out`.
+        unsafe {
+            super::simd::scatter_f64(keys, super::netsort::MAX as u32 - 1, &buf.pct, out)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
         for (&k, &r) in keys.iter().zip(&buf.pct) {
             out[super::netsort::index(k) as usize] = r;
         }
