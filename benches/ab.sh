@@ -2,8 +2,9 @@
 # Interleaved A/B timing of the alpha101 batch (100 alphas, full metrics, one thread)
 # between two builds, because this VM's speed drifts by 20 % or more over tens of minutes:
 # a "before" figure measured earlier in a session is not a baseline (session 7 was misled
-# by exactly that, see benches/HISTORY.md). Each round runs A then B back to back, and the
-# per-operator times (`--log debug`) are kept, so a kernel change is judged where it runs.
+# by exactly that, see benches/HISTORY.md). Each round runs both back to back (A first in odd
+# rounds, B first in even ones), and the per-operator times (`--log debug`) are kept, so a
+# kernel change is judged where it runs.
 # Prints the median and the minimum of each side.
 # Read the operators whose code the change did not touch as a control: the binary's layout
 # alone moves some of them (`ts_corr` by ±30 % between builds whose correlation code is
@@ -46,8 +47,12 @@ build "$A" a
 build "$B" b
 
 SEEDS=alpha_kb/seeds/alpha101.toml
+# The order alternates (A B, then B A): run always second, one side paid for the order,
+# 5-13 % on every operator in session 55's hour (benches/HISTORY.md).
 for r in $(seq "$ROUNDS"); do
-    for v in a b; do
+    order="a b"
+    [ $((r % 2)) -eq 1 ] || order="b a"
+    for v in $order; do
         RAYON_NUM_THREADS=1 /usr/bin/time -f "wall %e" ${AB_CPU:+taskset -c "$AB_CPU"} "$OUT/$v" --log debug eval --period all --json --file "$SEEDS" \
             2>"$OUT/$v.$r.log" >"$OUT/$v.$r.json"
         echo "round $r $v: $(grep -oE 'wall [0-9.]+' "$OUT/$v.$r.log") s, metrics $(grep -oE 'metrics\): [0-9.]+m?s' "$OUT/$v.$r.log" | cut -d' ' -f2)"
