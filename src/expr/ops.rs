@@ -206,6 +206,12 @@ pub static CATALOGUE: &[OpDef] = &[
             Value::Scalar(2.0) => map1(c.lazy, x, |a| a * a),
             Value::Scalar(1.0) => map1(c.lazy, x, |a| a),
             Value::Scalar(0.5) => map1(c.lazy, x, f64::sqrt),
+            // `x ^ 4`, `x ^ 5`: products, libm's bits (pow::powi_into).
+            Value::Scalar(e) if pow::small_integer(e).is_some() => {
+                // (An integer from 3 to 16, so the conversion is exact.)
+                let n = e as u32;
+                map2_runs(x, Value::Scalar(e), f64::powf, move |a, _, o| pow::powi_into(a, n, o))
+            }
             y => map2_runs(x, y, f64::powf, pow::pow_into),
         }
     } },
