@@ -162,7 +162,8 @@ pub fn small_integer(e: f64) -> Option<u32> {
 /// each exact up to about 2^-104 of the value), so the sum lies within 2^-48 ulp of the
 /// exact power: the same argument as [`pow_into`]'s then gives libm's bits wherever the
 /// power lies farther from a rounding midpoint than libm's own excess, and sends the
-/// other lanes to libm. About four times faster than the general route.
+/// other lanes to libm. The alpha101 batch's four integer powers took half the time
+/// they took on the general route (55–70 against 117–130 ms, the pass included).
 pub fn powi_into(x: &[f64], n: u32, out: &mut [f64]) {
     powi_counted(x, n, out);
 }
