@@ -223,16 +223,48 @@ mod avx512 {
         }
     }
 
-    /// Cells `i..i + 8` whose lanes are set in `lanes`, from libm; returns how many.
+    /// The lanes whose rounding libm may decide otherwise: `r + err` (`r` rounded, `err`
+    /// the exact remainder) within `delta` ulp of a midpoint between doubles, or `r` a
+    /// power of two (finer spacing below it than above: libm decides those).
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F (inlined into the kernels only).
     #[inline(always)]
-    fn fix(x: &[f64], y: &[f64], out: &mut [f64], i: usize, mut lanes: u8) -> usize {
-        let n = lanes.count_ones() as usize;
-        while lanes != 0 {
-            let l = lanes.trailing_zeros() as usize;
-            lanes &= lanes - 1;
-            out[i + l] = x[i + l].powf(y[i + l]);
+    unsafe fn undecided(r: __m512d, err: __m512d, delta: __m512d) -> u8 {
+        let rb = _mm512_castpd_si512(r);
+        let ulp = _mm512_castsi512_pd(_mm512_sub_epi64(_mm512_and_si512(rb, _mm512_set1_epi64(0x7FF0_0000_0000_0000)), _mm512_set1_epi64(52 << 52)));
+        let near = _mm512_cmp_pd_mask::<_CMP_GE_OQ>(_mm512_abs_pd(err), _mm512_mul_pd(_mm512_sub_pd(_mm512_set1_pd(0.5), delta), ulp));
+        near | (_mm512_test_epi64_mask(rb, _mm512_set1_epi64(0x000F_FFFF_FFFF_FFFF)) ^ 0xFF)
+    }
+
+    /// Fills `out` eight cells at a time by `eight(i)` (cells `i..i + 8`: their values and
+    /// the lanes to take from libm instead), those lanes and the tail by `libm(i)`;
+    /// returns how many cells went to libm.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F (inlined into the kernels only).
+    #[inline(always)]
+    unsafe fn each8(out: &mut [f64], eight: impl Fn(usize) -> (__m512d, u8), libm: impl Fn(usize) -> f64) -> usize {
+        let n = out.len();
+        let mut slow = 0;
+        let mut i = 0;
+        while i + 8 <= n {
+            let (o, mut lanes) = eight(i);
+            // SAFETY: cells i..i + 8 lie inside out.
+            unsafe { _mm512_storeu_pd(out.as_mut_ptr().add(i), o) };
+            slow += lanes.count_ones() as usize;
+            while lanes != 0 {
+                let l = lanes.trailing_zeros() as usize;
+                lanes &= lanes - 1;
+                out[i + l] = libm(i + l);
+            }
+            i += 8;
         }
-        n
+        for (l, o) in out.iter_mut().enumerate().skip(i) {
+            *o = libm(l);
+            slow += 1;
+        }
+        slow
     }
 
     /// x^y of eight lanes, and the lanes that must go to libm instead.
@@ -301,14 +333,12 @@ mod avx512 {
         // The rounding error of s_hi + tail, exactly.
         let err = _mm512_sub_pd(tail, _mm512_sub_pd(res, s_hi));
         let rb = _mm512_castpd_si512(res);
-        let ulp = _mm512_castsi512_pd(_mm512_sub_epi64(_mm512_and_si512(rb, seti(0x7FF0_0000_0000_0000)), seti(52 << 52)));
         // How close to a midpoint the two roundings may disagree: glibc's excess
         // (0.009 ulp from its exp, 1.3 · 2^-15 ulp per unit of |y ln x| from its log),
         // this code's (under 0.003 ulp from the exp, and |y| · 2^-17 from the log),
         // with room to spare.
         let delta = _mm512_fmadd_pd(abs_e, set(1.0 / 8192.0), _mm512_fmadd_pd(_mm512_abs_pd(vy), set(1.0 / 32768.0), set(0.02)));
-        let near = _mm512_cmp_pd_mask::<_CMP_GE_OQ>(_mm512_abs_pd(err), _mm512_mul_pd(_mm512_sub_pd(set(0.5), delta), ulp));
-        let pow2 = _mm512_test_epi64_mask(rb, seti(0x000F_FFFF_FFFF_FFFF)) ^ 0xFF;
+        let unsure = undecided(res, err, delta);
         // NaN (a missing stock: a tenth of a rank panel's cells) as libm's x + y makes it:
         // a NaN y but for pow(1, NaN) = 1; a NaN x with its sign bit clear but for
         // pow(NaN, 0) = 1 (libm clears the sign of a negative NaN x for integer y, so
@@ -317,28 +347,16 @@ mod avx512 {
         let nan_x = _mm512_cmp_pd_mask::<_CMP_UNORD_Q>(vx, vx) & _mm512_cmpge_epi64_mask(ix, _mm512_setzero_si512()) & !_mm512_cmp_pd_mask::<_CMP_EQ_OQ>(vy, set(0.0));
         let nan = nan_y | nan_x;
         let res = _mm512_mask_add_pd(_mm512_castsi512_pd(_mm512_add_epi64(rb, scale)), nan, vx, vy);
-        (res, (special | !in_range | near | pow2) & !nan)
+        (res, (special | !in_range | unsure) & !nan)
     }
 
     /// # Safety
     /// The CPU must support AVX-512F and FMA.
     #[target_feature(enable = "avx512f,fma")]
     pub unsafe fn pow8(t: &Tables, x: &[f64], y: &[f64], out: &mut [f64]) -> usize {
-        let n = out.len();
-        let mut slow = 0;
         let k = Consts::new();
-        let mut i = 0;
-        while i + 8 <= n {
-            let (o0, f0) = one(t, &k, _mm512_loadu_pd(x.as_ptr().add(i)), _mm512_loadu_pd(y.as_ptr().add(i)));
-            _mm512_storeu_pd(out.as_mut_ptr().add(i), o0);
-            slow += fix(x, y, out, i, f0);
-            i += 8;
-        }
-        for l in i..n {
-            out[l] = x[l].powf(y[l]);
-            slow += 1;
-        }
-        slow
+        // SAFETY: cells i..i + 8 lie inside x and y (as long as out, checked by the caller).
+        unsafe { each8(out, |i| one(t, &k, _mm512_loadu_pd(x.as_ptr().add(i)), _mm512_loadu_pd(y.as_ptr().add(i))), |i| x[i].powf(y[i])) }
     }
 
     /// x^n of eight lanes for 3 ≤ n ≤ 16 (see [`powi_into`](super::powi_into)), and the
@@ -378,39 +396,16 @@ mod avx512 {
         let k = _mm512_abs_pd(_mm512_getexp_pd(vx));
         let abs_e = _mm512_mul_pd(_mm512_add_pd(k, set(1.0)), set(f64::from(n) * std::f64::consts::LN_2));
         let delta = _mm512_fmadd_pd(abs_e, set(1.0 / 8192.0), set(0.02));
-        let hb = _mm512_castpd_si512(h);
-        let ulp = _mm512_castsi512_pd(_mm512_sub_epi64(_mm512_and_si512(hb, _mm512_set1_epi64(0x7FF0_0000_0000_0000)), _mm512_set1_epi64(52 << 52)));
-        let near = _mm512_cmp_pd_mask::<_CMP_GE_OQ>(_mm512_abs_pd(l), _mm512_mul_pd(_mm512_sub_pd(set(0.5), delta), ulp));
-        // A power of two has a finer spacing below it than above: libm decides those.
-        let pow2 = _mm512_test_epi64_mask(hb, _mm512_set1_epi64(0x000F_FFFF_FFFF_FFFF)) ^ 0xFF;
-        (_mm512_mask_mul_pd(h, nan, vx, vx), (!fine | near | pow2) & !nan)
+        (_mm512_mask_mul_pd(h, nan, vx, vx), (!fine | undecided(h, l, delta)) & !nan)
     }
 
     /// # Safety
     /// The CPU must support AVX-512F and FMA, and 3 ≤ n ≤ 16.
     #[target_feature(enable = "avx512f,fma")]
     pub unsafe fn powi8(x: &[f64], n: u32, out: &mut [f64]) -> usize {
-        let len = out.len();
         let e = f64::from(n);
-        let mut slow = 0;
-        let mut i = 0;
-        while i + 8 <= len {
-            // SAFETY: cells i..i + 8 lie inside x and out (equally long, checked by the caller).
-            let (o, mut lanes) = unsafe { one_int(_mm512_loadu_pd(x.as_ptr().add(i)), n) };
-            unsafe { _mm512_storeu_pd(out.as_mut_ptr().add(i), o) };
-            slow += lanes.count_ones() as usize;
-            while lanes != 0 {
-                let l = lanes.trailing_zeros() as usize;
-                lanes &= lanes - 1;
-                out[i + l] = x[i + l].powf(e);
-            }
-            i += 8;
-        }
-        for l in i..len {
-            out[l] = x[l].powf(e);
-            slow += 1;
-        }
-        slow
+        // SAFETY: cells i..i + 8 lie inside x (as long as out, checked by the caller).
+        unsafe { each8(out, |i| one_int(_mm512_loadu_pd(x.as_ptr().add(i)), n), |i| x[i].powf(e)) }
     }
 }
 
