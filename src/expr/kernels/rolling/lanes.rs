@@ -363,8 +363,9 @@ unsafe fn walk8_avx512<const CORR: bool>(x: &[f64], y: &[f64], d: usize, fma: bo
     }
 }
 
-/// [`exact_moments`] of lane l's window `from..=to`: for the exact recomputes of
-/// ill-conditioned windows. The lane's values are copied out first (into buffers kept
+/// [`exact_moments`] of lane l's window `from..=to`: for the portable walk's exact
+/// recomputes of ill-conditioned windows (the AVX-512 walk's recompute all eight lanes at
+/// once, [`recompute_ill`]). The lane's values are copied out first (into buffers kept
 /// per thread): read in place, stepping over the other lanes, the three passes took
 /// 0.8 % of the alpha101 batch's profile, copied 0.6 %.
 fn exact_lane(x: &[f64], y: &[f64], l: usize, from: usize, to: usize) -> (f64, f64, f64) {
@@ -591,7 +592,7 @@ unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool,
         since = _mm512_mask_mov_epi64(never, ok, _mm512_mask_mov_epi64(_mm512_add_epi64(since, one), due, one));
         let refresh = ok & due;
         if refresh != 0 {
-            let e = exact8_avx512(x, y, t + 1 - d, t + 1);
+            let e = exact8_avx512(x, y, t + 1 - d, t + 1, by_d);
             kx = _mm512_mask_mov_pd(kx, refresh, e[0]);
             ky = _mm512_mask_mov_pd(ky, refresh, e[1]);
             sx = _mm512_mask_mov_pd(sx, refresh, e[2]);
@@ -611,12 +612,7 @@ unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool,
         let z = _mm512_cmpge_epu64_mask(rx, du) | _mm512_cmpge_epu64_mask(ry, du);
         let (c, vx, vy) = (_mm512_maskz_mov_pd(!z, cov), _mm512_maskz_mov_pd(!z, vx), _mm512_maskz_mov_pd(!z, vy));
         let r = if CORR {
-            // corr_of: the clamp keeps NaN; NaN where a side is constant or has no variance.
-            let r = _mm512_div_pd(c, _mm512_mul_pd(_mm512_sqrt_pd(vx), _mm512_sqrt_pd(vy)));
-            // (vmaxpd and vminpd return their second operand where either is NaN.)
-            let r = _mm512_min_pd(_mm512_set1_pd(1.0), _mm512_max_pd(_mm512_set1_pd(-1.0), r));
-            let undefined = z | _mm512_cmp_pd_mask::<_CMP_LE_OQ>(vx, zero) | _mm512_cmp_pd_mask::<_CMP_LE_OQ>(vy, zero);
-            _mm512_mask_mov_pd(r, undefined, nan)
+            corr8(c, vx, vy, z)
         } else {
             // cov_of: 0 where a side is constant, which `c` already is.
             c
@@ -625,36 +621,97 @@ unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool,
         unsafe { _mm512_storeu_pd(po.add(t * W), _mm512_mask_mov_pd(nan, ok, r)) };
         let exact = ok & ill & !z;
         if exact != 0 {
-            // SAFETY: row t < n of `out` (asserted above), taken through `po` like every
-            // other write of the loop (a fresh borrow of `out` would invalidate `po`).
-            let o = unsafe { std::slice::from_raw_parts_mut(po.add(t * W), W) };
-            recompute_ill::<CORR>(exact, x, y, t + 1 - d, t, o);
+            // SAFETY: the CPU has AVX-512F (this function's own requirement); row t < n of
+            // `out` (asserted above), written through `po` like every other write of the
+            // loop.
+            unsafe { recompute_ill::<CORR>(exact, x, y, t + 1 - d..t + 1, po.add(t * W), by_d, by_d1) };
         }
         (xp, yp) = (xt, yt);
     }
 }
 
-/// The windows `from..=to` of the lanes set in `lanes`, recomputed exactly (they were
-/// ill-conditioned for the running sums) into `o`, the day's eight outputs. Rare, and kept
-/// out of line so that the walk's loop keeps its registers.
+/// The windows of `days` (d of them) of the lanes set in `lanes`, recomputed exactly (they
+/// were ill-conditioned for the running sums) into `o`, the day's eight outputs: each
+/// lane's [`exact_moments`](super::exact_moments) and [`finish`], operation for operation
+/// (so the bits of [`exact_lane`]'s scalar route), for all eight lanes at once, `by_d` and
+/// `by_d1` being the walk's divisions by d and d − 1. Lane by lane, copying each lane's
+/// values out first, these windows (1.4 million lane-windows in the alpha101 batch, many
+/// of them ranks that barely move) were 1 % of its profile. Kept out of line so that the
+/// walk's loop keeps its registers.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `o` must be valid for writing eight values.
+#[cfg(target_arch = "x86_64")]
 #[cold]
 #[inline(never)]
-fn recompute_ill<const CORR: bool>(mut lanes: u8, x: &[f64], y: &[f64], from: usize, to: usize, o: &mut [f64]) {
-    while lanes != 0 {
-        let l = lanes.trailing_zeros() as usize;
-        lanes &= lanes - 1;
-        o[l] = finish::<CORR>(exact_lane(x, y, l, from, to), false, false);
+#[target_feature(enable = "avx512f")]
+unsafe fn recompute_ill<const CORR: bool>(
+    lanes: u8,
+    x: &[f64],
+    y: &[f64],
+    days: std::ops::Range<usize>,
+    o: *mut f64,
+    by_d: impl Fn(std::arch::x86_64::__m512d) -> std::arch::x86_64::__m512d,
+    by_d1: impl Fn(std::arch::x86_64::__m512d) -> std::arch::x86_64::__m512d,
+) {
+    use std::arch::x86_64::*;
+    let (xs, ys) = (&x[days.start * W..days.end * W], &y[days.start * W..days.end * W]);
+    // SAFETY: every chunk holds W values.
+    let ld = |v: &[f64]| unsafe { _mm512_loadu_pd(v.as_ptr()) };
+    // anchored_mean: each side's first value, and the mean of the differences from it
+    // (`f64`'s `sum` starts from −0.0).
+    let (ox, oy) = (ld(xs), ld(ys));
+    let (mut mx, mut my) = (_mm512_set1_pd(-0.0), _mm512_set1_pd(-0.0));
+    for (xt, yt) in xs.chunks_exact(W).zip(ys.chunks_exact(W)) {
+        mx = _mm512_add_pd(mx, _mm512_sub_pd(ld(xt), ox));
+        my = _mm512_add_pd(my, _mm512_sub_pd(ld(yt), oy));
     }
+    let (mx, my) = (by_d(mx), by_d(my));
+    let zero = _mm512_setzero_pd();
+    let (mut c, mut vx, mut vy) = (zero, zero, zero);
+    for (xt, yt) in xs.chunks_exact(W).zip(ys.chunks_exact(W)) {
+        let (u, v) = (_mm512_sub_pd(_mm512_sub_pd(ld(xt), ox), mx), _mm512_sub_pd(_mm512_sub_pd(ld(yt), oy), my));
+        c = _mm512_add_pd(c, _mm512_mul_pd(u, v));
+        vx = _mm512_add_pd(vx, _mm512_mul_pd(u, u));
+        vy = _mm512_add_pd(vy, _mm512_mul_pd(v, v));
+    }
+    let (c, vx, vy) = (by_d1(c), by_d1(vx), by_d1(vy));
+    // (Neither side is constant in these windows.)
+    let r = if CORR { corr8(c, vx, vy, 0) } else { c };
+    // SAFETY: `o` holds eight values (the caller's).
+    unsafe { _mm512_mask_storeu_pd(o, lanes, r) };
 }
 
-/// [`exact8`] on AVX-512: `[kx, ky, sx, sy, sxx, syy, sxy]`, the same sums in the same order.
+/// [`corr_of`] of eight lanes' moments, `constant` marking the lanes where a side is
+/// constant: the clamp keeps NaN; NaN where a side is constant or has no variance.
 ///
 /// # Safety
 /// The CPU must support AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn exact8_avx512(x: &[f64], y: &[f64], from: usize, to: usize) -> [std::arch::x86_64::__m512d; 7] {
+unsafe fn corr8(c: std::arch::x86_64::__m512d, vx: std::arch::x86_64::__m512d, vy: std::arch::x86_64::__m512d, constant: std::arch::x86_64::__mmask8) -> std::arch::x86_64::__m512d {
+    use std::arch::x86_64::*;
+    let r = _mm512_div_pd(c, _mm512_mul_pd(_mm512_sqrt_pd(vx), _mm512_sqrt_pd(vy)));
+    // (vmaxpd and vminpd return their second operand where either is NaN.)
+    let r = _mm512_min_pd(_mm512_set1_pd(1.0), _mm512_max_pd(_mm512_set1_pd(-1.0), r));
+    let zero = _mm512_setzero_pd();
+    let undefined = constant | _mm512_cmp_pd_mask::<_CMP_LE_OQ>(vx, zero) | _mm512_cmp_pd_mask::<_CMP_LE_OQ>(vy, zero);
+    _mm512_mask_mov_pd(r, undefined, _mm512_set1_pd(f64::NAN))
+}
+
+/// [`exact8`] on AVX-512: `[kx, ky, sx, sy, sxx, syy, sxy]`, the same sums in the same order.
+/// The means divide by the window length through `by_d`, the walk's own division by d
+/// (the divider's bits, on the multiply-add units where the divider is slow: the
+/// refreshes come every few rows at the short windows most correlations use, 5.4 million
+/// of them in the alpha101 batch, two divisions each).
+///
+/// # Safety
+/// The CPU must support AVX-512F; `by_d` divides by `to - from`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn exact8_avx512(x: &[f64], y: &[f64], from: usize, to: usize, by_d: impl Fn(std::arch::x86_64::__m512d) -> std::arch::x86_64::__m512d) -> [std::arch::x86_64::__m512d; 7] {
     use std::arch::x86_64::*;
     let (xs, ys) = (&x[from * W..to * W], &y[from * W..to * W]);
     // SAFETY: every chunk holds W values.
@@ -664,8 +721,7 @@ unsafe fn exact8_avx512(x: &[f64], y: &[f64], from: usize, to: usize) -> [std::a
         mx = _mm512_add_pd(mx, ld(xt));
         my = _mm512_add_pd(my, ld(yt));
     }
-    let n = _mm512_set1_pd((to - from) as f64);
-    let (kx, ky) = (_mm512_div_pd(mx, n), _mm512_div_pd(my, n));
+    let (kx, ky) = (by_d(mx), by_d(my));
     let zero = _mm512_setzero_pd();
     let (mut sx, mut sy, mut sxx, mut syy, mut sxy) = (zero, zero, zero, zero, zero);
     for (xt, yt) in xs.chunks_exact(W).zip(ys.chunks_exact(W)) {
