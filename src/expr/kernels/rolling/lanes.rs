@@ -364,7 +364,7 @@ unsafe fn walk8_avx512<const CORR: bool>(x: &[f64], y: &[f64], d: usize, fma: bo
 }
 
 /// [`exact_moments`] of lane l's window `from..=to`: for the portable walk's exact
-/// recomputes of ill-conditioned windows (the AVX-512 walk's recompute all eight lanes at
+/// recomputes of ill-conditioned windows (the AVX-512 walk recomputes all eight lanes at
 /// once, [`recompute_ill`]). The lane's values are copied out first (into buffers kept
 /// per thread): read in place, stepping over the other lanes, the three passes took
 /// 0.8 % of the alpha101 batch's profile, copied 0.6 %.
