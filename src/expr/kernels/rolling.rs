@@ -312,6 +312,19 @@ fn exact_moments(x: &[f64], y: &[f64]) -> (f64, f64, f64) {
     (c / (n - 1.0), vx / (n - 1.0), vy / (n - 1.0))
 }
 
+/// Windows up to this long (`ts_corr`, `ts_cov`) are each computed from their own d
+/// values by the two-pass [`exact_moments`], not by running sums.
+///
+/// Why: most of the alpha101 set's correlations are over 3 to 6 days, where the running
+/// sums' walk (about 150 vector operations a row, an exact refresh every d rows, and the
+/// exact recompute of ill-conditioned windows on top) costs more than the two passes
+/// themselves. It is also the more exact answer: a window's value depends on its d values
+/// alone, as the conventions define it, so equal windows give equal bits whatever came
+/// before them (with running sums they differed in the last bits by the history, and broke
+/// ties that the windows share in exact arithmetic). Measured in benches/HISTORY.md,
+/// session 57.
+pub(super) const DIRECT_PAIR: usize = 6;
+
 /// Co-moment sums of a pair of series around anchors, refreshed exactly once per window.
 struct Comoments {
     kx: f64,
@@ -361,6 +374,8 @@ impl Comoments {
 
 /// Walks the windows where both series are finite, keeping the co-moments and the runs of
 /// identical values of each side current; `f(t, moments, x constant, y constant)`.
+/// Windows of at most [`DIRECT_PAIR`] days are each computed from their own values
+/// instead ([`exact_moments`]).
 fn pair_windows(x: &[f64], y: &[f64], d: usize, out: &mut [f64], mut f: impl FnMut((f64, f64, f64), bool, bool) -> f64) {
     out.fill(f64::NAN);
     let n = x.len();
@@ -369,6 +384,21 @@ fn pair_windows(x: &[f64], y: &[f64], d: usize, out: &mut [f64], mut f: impl FnM
     }
     // A cell counts as missing when either side is.
     let joint_bad = |t: usize| bad(x[t]) | bad(y[t]);
+    if d <= DIRECT_PAIR {
+        // A constant side needs no run count here: its deviations are exact zeros, so its
+        // variance is 0 (a correlation NaN, a covariance 0), as `f` makes of a constant side.
+        let mut nbad = 0;
+        for t in 0..n {
+            nbad += joint_bad(t);
+            if t >= d {
+                nbad -= joint_bad(t - d);
+            }
+            if t + 1 >= d && nbad == 0 {
+                out[t] = f(exact_moments(&x[t + 1 - d..=t], &y[t + 1 - d..=t]), false, false);
+            }
+        }
+        return;
+    }
     let (mut nbad, mut since) = (0usize, usize::MAX);
     let (mut rx, mut ry) = (0usize, 0usize);
     let mut c = Comoments { kx: 0.0, ky: 0.0, sx: 0.0, sy: 0.0, sxx: 0.0, syy: 0.0, sxy: 0.0 };

@@ -7,7 +7,7 @@
 //! on eight lanes per instruction. What is rare and per-asset stays per lane: the exact
 //! recompute of the sums once per `d` steps and of an ill-conditioned window.
 
-use super::{corr_of, cov_of, exact_moments, Extreme, ILL_CONDITIONED};
+use super::{corr_of, cov_of, exact_moments, Extreme, DIRECT_PAIR, ILL_CONDITIONED};
 use crate::data::Panel;
 use crate::expr::kernels::Src;
 use rayon::prelude::*;
@@ -352,6 +352,22 @@ fn windows8<const CORR: bool>(x: &[f64], y: &[f64], d: usize, out: &mut [f64]) {
 unsafe fn walk8_avx512<const CORR: bool>(x: &[f64], y: &[f64], d: usize, fma: bool, out: &mut [f64]) {
     // SAFETY (each call): passed on from the caller.
     unsafe {
+        if d <= DIRECT_PAIR {
+            match (d, fma) {
+                (2, false) => return direct8_avx512::<CORR, 2, false>(x, y, out),
+                (2, true) => return direct8_avx512::<CORR, 2, true>(x, y, out),
+                (3, false) => return direct8_avx512::<CORR, 3, false>(x, y, out),
+                (3, true) => return direct8_avx512::<CORR, 3, true>(x, y, out),
+                (4, false) => return direct8_avx512::<CORR, 4, false>(x, y, out),
+                (4, true) => return direct8_avx512::<CORR, 4, true>(x, y, out),
+                (5, false) => return direct8_avx512::<CORR, 5, false>(x, y, out),
+                (5, true) => return direct8_avx512::<CORR, 5, true>(x, y, out),
+                (6, false) => return direct8_avx512::<CORR, 6, false>(x, y, out),
+                (6, true) => return direct8_avx512::<CORR, 6, true>(x, y, out),
+                // d < 2: the walk's own NaN.
+                _ => {}
+            }
+        }
         match (d.is_power_of_two(), d.saturating_sub(1).is_power_of_two(), fma) {
             (true, _, false) => walk_avx512::<CORR, true, false, false>(x, y, d, out),
             (true, _, true) => walk_avx512::<CORR, true, false, true>(x, y, d, out),
@@ -442,6 +458,18 @@ fn walk<F: Fn((f64, f64, f64), bool, bool) -> f64 + Copy>(
     // registers, which lets the lanes vectorise.
     #[allow(clippy::eq_op)]
     let finite = |v: f64| v - v == 0.0;
+    if d <= DIRECT_PAIR {
+        // Each window from its own values, as the one-asset walk does at these lengths.
+        for t in 0..n {
+            let (xt, yt) = (row(x, t), row(y, t));
+            let (xo, yo) = if t >= d { (row(x, t - d), row(y, t - d)) } else { ([0.0; W], [0.0; W]) };
+            for l in 0..W {
+                nbad[l] = nbad[l] + u64::from(!(finite(xt[l]) & finite(yt[l]))) - u64::from(!(finite(xo[l]) & finite(yo[l])));
+                out[t * W + l] = if t + 1 >= d && nbad[l] == 0 { f(exact_lane(x, y, l, t + 1 - d, t), false, false) } else { f64::NAN };
+            }
+        }
+        return;
+    }
     for t in 0..n {
         let (xt, yt) = (row(x, t), row(y, t));
         let (xp, yp) = if t > 0 { (row(x, t - 1), row(y, t - 1)) } else { ([f64::NAN; W], [f64::NAN; W]) };
@@ -630,14 +658,52 @@ unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool,
     }
 }
 
+// `walk8_avx512` dispatches `direct8_avx512` for each window length up to DIRECT_PAIR.
+const _: () = assert!(DIRECT_PAIR == 6, "add or remove direct8_avx512's arms in walk8_avx512");
+
+/// `ts_corr` (`CORR`) or `ts_cov` of eight lanes over windows of `D` days (at most
+/// [`DIRECT_PAIR`]), each window from its own values ([`exact_window8`]); the finite rows
+/// in a row tell which windows count, as in [`walk_avx512`]. With the window's length a
+/// constant, its rows and their differences from the anchor stay in registers between
+/// the two passes. The divisions by D and D − 1 as the walk makes them: a product where
+/// the divisor is a power of two, else on the divider or (`FMA`) its bits from
+/// [`DivBy`](crate::expr::kernels::simd::DivBy)'s multiply-adds.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn direct8_avx512<const CORR: bool, const D: usize, const FMA: bool>(x: &[f64], y: &[f64], out: &mut [f64]) {
+    use crate::expr::kernels::simd::{finite, DivBy};
+    use std::arch::x86_64::*;
+    let n = x.len() / W;
+    assert!(y.len() >= n * W && out.len() >= n * W, "interleaved y and output at least as long as x");
+    let (dn, nan) = (D as f64, _mm512_set1_pd(f64::NAN));
+    let (vdn, vdn1, rdn, rdn1) = (_mm512_set1_pd(dn), _mm512_set1_pd(dn - 1.0), _mm512_set1_pd(1.0 / dn), _mm512_set1_pd(1.0 / (dn - 1.0)));
+    let (div_d, div_d1) = (DivBy::new(D), DivBy::new(D - 1));
+    let by_d = |v: __m512d| if D.is_power_of_two() { _mm512_mul_pd(v, rdn) } else if FMA { div_d.div(v) } else { _mm512_div_pd(v, vdn) };
+    let by_d1 = |v: __m512d| if (D - 1).is_power_of_two() { _mm512_mul_pd(v, rdn1) } else if FMA { div_d1.div(v) } else { _mm512_div_pd(v, vdn1) };
+    let (one, du) = (_mm512_set1_epi64(1), _mm512_set1_epi64(D as i64));
+    let mut good = _mm512_setzero_si512();
+    for t in 0..n {
+        let (xt, yt) = (&x[t * W..t * W + W], &y[t * W..t * W + W]);
+        // SAFETY: each slice holds W values.
+        let (xt, yt) = unsafe { (_mm512_loadu_pd(xt.as_ptr()), _mm512_loadu_pd(yt.as_ptr())) };
+        good = _mm512_maskz_add_epi64(finite(xt) & finite(yt), good, one);
+        let ok = _mm512_cmpge_epu64_mask(good, du);
+        // (A full window needs D rows, so t + 1 ≥ D where ok is set.)
+        let r = if ok == 0 { nan } else { exact_window8::<CORR>(x, y, t + 1 - D..t + 1, by_d, by_d1) };
+        let o = &mut out[t * W..t * W + W];
+        // SAFETY: `o` holds W values.
+        unsafe { _mm512_storeu_pd(o.as_mut_ptr(), _mm512_mask_mov_pd(nan, ok, r)) };
+    }
+}
+
 /// The windows of `days` (d of them) of the lanes set in `lanes`, recomputed exactly (they
-/// were ill-conditioned for the running sums) into `o`, the day's eight outputs: each
-/// lane's [`exact_moments`](super::exact_moments) and [`finish`], operation for operation
-/// (so the bits of [`exact_lane`]'s scalar route), for all eight lanes at once, `by_d` and
-/// `by_d1` being the walk's divisions by d and d − 1. Lane by lane, copying each lane's
-/// values out first, these windows (1.4 million lane-windows in the alpha101 batch, many
-/// of them ranks that barely move) were 1 % of its profile. Kept out of line so that the
-/// walk's loop keeps its registers.
+/// were ill-conditioned for the running sums) into `o`, the day's eight outputs
+/// ([`exact_window8`]). Lane by lane, copying each lane's values out first, these windows
+/// (1.4 million lane-windows in the alpha101 batch, many of them ranks that barely move)
+/// were 1 % of its profile. Kept out of line so that the walk's loop keeps its registers.
 ///
 /// # Safety
 /// The CPU must support AVX-512F; `o` must be valid for writing eight values.
@@ -654,6 +720,30 @@ unsafe fn recompute_ill<const CORR: bool>(
     by_d: impl Fn(std::arch::x86_64::__m512d) -> std::arch::x86_64::__m512d,
     by_d1: impl Fn(std::arch::x86_64::__m512d) -> std::arch::x86_64::__m512d,
 ) {
+    let r = exact_window8::<CORR>(x, y, days, by_d, by_d1);
+    // SAFETY: `o` holds eight values (the caller's).
+    unsafe { std::arch::x86_64::_mm512_mask_storeu_pd(o, lanes, r) };
+}
+
+/// The eight lanes' windows `days` (d of them), each computed from its own values: each
+/// lane's [`exact_moments`](super::exact_moments) and [`finish`], operation for operation
+/// (so the bits of [`exact_lane`]'s scalar route), for all eight lanes at once, `by_d` and
+/// `by_d1` being the walk's divisions by d and d − 1. A constant side's deviations are
+/// exact zeros, so its variance is 0 and the value NaN (a covariance 0), as [`finish`]
+/// makes of a constant side.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn exact_window8<const CORR: bool>(
+    x: &[f64],
+    y: &[f64],
+    days: std::ops::Range<usize>,
+    by_d: impl Fn(std::arch::x86_64::__m512d) -> std::arch::x86_64::__m512d,
+    by_d1: impl Fn(std::arch::x86_64::__m512d) -> std::arch::x86_64::__m512d,
+) -> std::arch::x86_64::__m512d {
     use std::arch::x86_64::*;
     let (xs, ys) = (&x[days.start * W..days.end * W], &y[days.start * W..days.end * W]);
     // SAFETY: every chunk holds W values.
@@ -676,10 +766,12 @@ unsafe fn recompute_ill<const CORR: bool>(
         vy = _mm512_add_pd(vy, _mm512_mul_pd(v, v));
     }
     let (c, vx, vy) = (by_d1(c), by_d1(vx), by_d1(vy));
-    // (Neither side is constant in these windows.)
-    let r = if CORR { corr8(c, vx, vy, 0) } else { c };
-    // SAFETY: `o` holds eight values (the caller's).
-    unsafe { _mm512_mask_storeu_pd(o, lanes, r) };
+    // SAFETY: the CPU has AVX-512F (this function's own requirement).
+    if CORR {
+        unsafe { corr8(c, vx, vy, 0) }
+    } else {
+        c
+    }
 }
 
 /// [`corr_of`] of eight lanes' moments, `constant` marking the lanes where a side is
@@ -827,6 +919,42 @@ mod tests {
                             );
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// Windows of at most `DIRECT_PAIR` days are computed from their own values: the same
+    /// d values give the same bits whatever came before them (running sums carried their
+    /// history into the last bits), in the lanes and in the one-asset walk.
+    #[test]
+    fn short_windows_depend_on_their_own_values_alone() {
+        let (nd, na) = (120, 19);
+        let (mut x, mut y) = (panel(nd, na, 5), panel(nd, na, 6));
+        // The same window of well-conditioned values at the end of every asset's series,
+        // after histories that differ (gaps, ties, near-constant runs, other levels).
+        let window_x = [101.3, 99.7, 100.9, 102.2, 98.4, 100.1];
+        let window_y = [5.1e6, 4.7e6, 6.3e6, 5.5e6, 5.9e6, 4.2e6];
+        let (mut xs, mut ys) = (x.to_asset_major(), y.to_asset_major());
+        for a in 0..na {
+            for (k, (&u, &v)) in window_x.iter().zip(&window_y).enumerate() {
+                xs[a * nd + nd - 6 + k] = u;
+                ys[a * nd + nd - 6 + k] = v;
+            }
+        }
+        (x, y) = (Panel::from_asset_major(nd, na, xs), Panel::from_asset_major(nd, na, ys));
+        for d in 2..=super::super::DIRECT_PAIR {
+            for (name, lanes, one) in [
+                ("cov", super::super::cov_panel(&x, &y, d), &cov as &dyn Fn(&[f64], &[f64], usize, &mut [f64])),
+                ("corr", super::super::corr_panel(&x, &y, d), &corr),
+            ] {
+                let last: Vec<u64> = (0..na).map(|a| lanes.series(a)[nd - 1].to_bits()).collect();
+                assert!(last.iter().all(|&b| b == last[0]), "{name} d={d}: {last:?}");
+                assert!(f64::from_bits(last[0]).is_finite(), "{name} d={d}");
+                let mut want = vec![0.0; nd];
+                for a in 0..na {
+                    one(&x.series(a), &y.series(a), d, &mut want);
+                    assert_eq!(want[nd - 1].to_bits(), last[0], "{name} d={d} asset {a}: one-asset walk");
                 }
             }
         }
