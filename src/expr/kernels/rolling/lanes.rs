@@ -5,7 +5,9 @@
 //! assets side by side keep exactly the same operations per lane, in the same order (so
 //! the results are identical bit for bit), while each divide, square root and add works
 //! on eight lanes per instruction. What is rare and per-asset stays per lane: the exact
-//! recompute of the sums once per `d` steps and of an ill-conditioned window.
+//! recompute of the sums once per `d` steps and of an ill-conditioned window. Windows of
+//! at most [`DIRECT_PAIR`] days skip the running sums: each is computed from its own
+//! values, eight lanes at once ([`direct8_avx512`]), as the one-asset walk does there.
 
 use super::{corr_of, cov_of, exact_moments, Extreme, DIRECT_PAIR, ILL_CONDITIONED};
 use crate::data::Panel;
@@ -339,7 +341,8 @@ fn windows8<const CORR: bool>(x: &[f64], y: &[f64], d: usize, out: &mut [f64]) {
     walk(x, y, d, out, finish::<CORR>)
 }
 
-/// [`walk_avx512`] compiled for d: one walk per (d, d − 1) being a power of two or not
+/// [`direct8_avx512`] for windows of 2 to [`DIRECT_PAIR`] days, compiled for each length;
+/// longer ones: [`walk_avx512`] compiled for d: one walk per (d, d − 1) being a power of two or not
 /// (dividing by a power of two is multiplying by its reciprocal, the same bits: both round
 /// the same exact quotient), and per whether the other divisions by d and d − 1 (six of
 /// the walk's seven) run on the divider or as
