@@ -157,6 +157,26 @@ impl DivBy {
         }
         q
     }
+
+    /// `a / b` with the divider's bits on the cheapest of three routes: a product where
+    /// `b` is a power of two (`pow2`: its reciprocal is exact), else [`DivBy::div`]'s
+    /// multiply-adds where the divider is slow (`FMA`, [`divider_is_slow`]), else the
+    /// divider. `pow2` is meant to be a constant where the caller is inlined, so the
+    /// choice is made once, at compile time.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn quotient<const FMA: bool>(self, a: __m512d, pow2: bool) -> __m512d {
+        if pow2 {
+            _mm512_mul_pd(a, self.y)
+        } else if FMA {
+            self.div(a)
+        } else {
+            _mm512_div_pd(a, self.b)
+        }
+    }
 }
 
 #[cfg(test)]

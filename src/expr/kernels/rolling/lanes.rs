@@ -580,15 +580,12 @@ unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool,
     let ld = |v: *const f64, t: usize| unsafe { _mm512_loadu_pd(v.add(t * W)) };
     let dn = d as f64;
     let (vdn, vdn1, zero, nan) = (_mm512_set1_pd(dn), _mm512_set1_pd(dn - 1.0), _mm512_setzero_pd(), _mm512_set1_pd(f64::NAN));
-    // `v / d` and `v / (d − 1)`: a multiplication where the divisor is a power of two
-    // (exact reciprocal, so the same bits).
-    let (rdn, rdn1) = (_mm512_set1_pd(1.0 / dn), _mm512_set1_pd(1.0 / (dn - 1.0)));
+    // `v / d` and `v / (d − 1)`, with the divider's bits.
     debug_assert!(!POW2_D || d.is_power_of_two());
     debug_assert!(!POW2_D1 || (d - 1).is_power_of_two());
-    // Else the divider, or its bits from multiply-adds where the divider is slow.
     let (div_d, div_d1) = (DivBy::new(d), DivBy::new(d - 1));
-    let by_d = |v: __m512d| if POW2_D { _mm512_mul_pd(v, rdn) } else if FMA { div_d.div(v) } else { _mm512_div_pd(v, vdn) };
-    let by_d1 = |v: __m512d| if POW2_D1 { _mm512_mul_pd(v, rdn1) } else if FMA { div_d1.div(v) } else { _mm512_div_pd(v, vdn1) };
+    let by_d = |v: __m512d| div_d.quotient::<FMA>(v, POW2_D);
+    let by_d1 = |v: __m512d| div_d1.quotient::<FMA>(v, POW2_D1);
     let (one, du, never) = (_mm512_set1_epi64(1), _mm512_set1_epi64(d as i64), _mm512_set1_epi64(-1));
     let ill_k = _mm512_set1_pd(ILL_CONDITIONED);
     let (mut kx, mut ky, mut sx, mut sy, mut sxx, mut syy, mut sxy) = (zero, zero, zero, zero, zero, zero, zero);
@@ -668,9 +665,8 @@ const _: () = assert!(DIRECT_PAIR == 6, "add or remove direct8_avx512's arms in 
 /// [`DIRECT_PAIR`]), each window from its own values ([`exact_window8`]); the finite rows
 /// in a row tell which windows count, as in [`walk_avx512`]. With the window's length a
 /// constant, its rows and their differences from the anchor stay in registers between
-/// the two passes. The divisions by D and D − 1 as the walk makes them: a product where
-/// the divisor is a power of two, else on the divider or (`FMA`) its bits from
-/// [`DivBy`](crate::expr::kernels::simd::DivBy)'s multiply-adds.
+/// the two passes. The divisions by D and D − 1 as the walk makes them
+/// ([`DivBy::quotient`](crate::expr::kernels::simd::DivBy::quotient)).
 ///
 /// # Safety
 /// The CPU must support AVX-512F.
@@ -681,11 +677,10 @@ unsafe fn direct8_avx512<const CORR: bool, const D: usize, const FMA: bool>(x: &
     use std::arch::x86_64::*;
     let n = x.len() / W;
     assert!(y.len() >= n * W && out.len() >= n * W, "interleaved y and output at least as long as x");
-    let (dn, nan) = (D as f64, _mm512_set1_pd(f64::NAN));
-    let (vdn, vdn1, rdn, rdn1) = (_mm512_set1_pd(dn), _mm512_set1_pd(dn - 1.0), _mm512_set1_pd(1.0 / dn), _mm512_set1_pd(1.0 / (dn - 1.0)));
+    let nan = _mm512_set1_pd(f64::NAN);
     let (div_d, div_d1) = (DivBy::new(D), DivBy::new(D - 1));
-    let by_d = |v: __m512d| if D.is_power_of_two() { _mm512_mul_pd(v, rdn) } else if FMA { div_d.div(v) } else { _mm512_div_pd(v, vdn) };
-    let by_d1 = |v: __m512d| if (D - 1).is_power_of_two() { _mm512_mul_pd(v, rdn1) } else if FMA { div_d1.div(v) } else { _mm512_div_pd(v, vdn1) };
+    let by_d = |v: __m512d| div_d.quotient::<FMA>(v, D.is_power_of_two());
+    let by_d1 = |v: __m512d| div_d1.quotient::<FMA>(v, (D - 1).is_power_of_two());
     let (one, du) = (_mm512_set1_epi64(1), _mm512_set1_epi64(D as i64));
     let mut good = _mm512_setzero_si512();
     for t in 0..n {
