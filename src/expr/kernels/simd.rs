@@ -194,7 +194,7 @@ mod tests {
         let mut s = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = move || crate::xorshift(&mut s);
         let special = [0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, f64::MAX, -f64::MAX, f64::MIN_POSITIVE, 5e-324, -5e-324, DIV_TINY, -DIV_TINY, 1.0, -1.0, 3.0];
-        let divisors = (1..=300).chain([481, 1000, 4821, 12_345, 1 << 20, (1 << 50) - 1]);
+        let divisors = (1..=300usize).chain([481, 1000, 4821, 12_345, 1 << 20, (1 << 50) - 1]);
         for b in divisors {
             let bf = b as f64;
             let mut a: Vec<f64> = special.to_vec();
@@ -215,20 +215,31 @@ mod tests {
                 });
             }
             a.resize(a.len().div_ceil(8) * 8, 1.0);
-            // SAFETY: AVX-512F checked above.
-            let got: Vec<f64> = unsafe {
-                let div = DivBy::new(b);
-                a.chunks_exact(8)
-                    .flat_map(|c| {
-                        let mut o = [0.0; 8];
-                        _mm512_storeu_pd(o.as_mut_ptr(), div.div(_mm512_loadu_pd(c.as_ptr())));
-                        o
-                    })
-                    .collect()
-            };
-            for (x, g) in a.iter().zip(&got) {
-                let want = x / bf;
-                assert!(g.to_bits() == want.to_bits(), "{x:e} / {b}: {g:e}, the divider gives {want:e}");
+            // `div` itself, and `quotient`'s route for this divisor with and without the
+            // multiply-adds (a product by the reciprocal where b is a power of two).
+            let pow2 = b.is_power_of_two();
+            for route in ["div", "quotient::<true>", "quotient::<false>"] {
+                // SAFETY: AVX-512F checked above.
+                let got: Vec<f64> = unsafe {
+                    let div = DivBy::new(b);
+                    a.chunks_exact(8)
+                        .flat_map(|c| {
+                            let v = _mm512_loadu_pd(c.as_ptr());
+                            let q = match route {
+                                "div" => div.div(v),
+                                "quotient::<true>" => div.quotient::<true>(v, pow2),
+                                _ => div.quotient::<false>(v, pow2),
+                            };
+                            let mut o = [0.0; 8];
+                            _mm512_storeu_pd(o.as_mut_ptr(), q);
+                            o
+                        })
+                        .collect()
+                };
+                for (x, g) in a.iter().zip(&got) {
+                    let want = x / bf;
+                    assert!(g.to_bits() == want.to_bits(), "{route}: {x:e} / {b}: {g:e}, the divider gives {want:e}");
+                }
             }
         }
     }
