@@ -15,6 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
 
+# Which kind of machine: the readings differ by kind (benches/README.md, "Where things stand").
+awk -F': ' '/^model name/ {n = $2} /^cpu family/ {f = $2} /^model\t/ {m = $2} END {printf "machine: %s, family %s model %s\n", n, f, m}' /proc/cpuinfo 2>/dev/null || true
+
 if [[ "${1:-}" != "--no-bench" ]]; then
     cargo bench --bench engine -- alpha101_full_metrics_1_thread >&2
 fi
