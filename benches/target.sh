@@ -6,11 +6,12 @@
 # its peers on a faster one (KunQuant 82 alphas in 22.2 s, py-alpha-lib 100 in 23.7 s), so
 # "4 s" only means something next to the peers' times here: the target's equivalent is
 # 4 s x (the peer's fastest run here / its time in the issue). This runs criterion's one-thread
-# benchmark, then each peer that is installed (benches/README.md, "The issue's own peers"),
-# and prints alphaloop's time, each equivalent and the ratio.
+# benchmarks (with every metric, and compute only: the peers' own measure), then each peer
+# that is installed (benches/README.md, "The issue's own peers"), and prints alphaloop's
+# times, each equivalent and the ratios.
 #
-#   benches/target.sh            # about 5 minutes
-#   benches/target.sh --no-bench # the last criterion estimate instead of a new run
+#   benches/target.sh            # about 6 minutes
+#   benches/target.sh --no-bench # the last criterion estimates instead of new runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
@@ -19,12 +20,16 @@ cd "$(dirname "$0")/.."
 awk -F': ' '/^model name/ {n = $2} /^cpu family/ {f = $2} /^model\t/ {m = $2} END {printf "machine: %s, family %s model %s\n", n, f, m}' /proc/cpuinfo 2>/dev/null || true
 
 if [[ "${1:-}" != "--no-bench" ]]; then
-    cargo bench --bench engine -- alpha101_full_metrics_1_thread >&2
+    cargo bench --bench engine -- 'alpha101_(full_metrics|compute_only)_1_thread' >&2
 fi
-est="$CARGO_TARGET_DIR/criterion/engine/alpha101_full_metrics_1_thread/new/estimates.json"
-[[ -f "$est" ]] || { echo "no criterion estimate at $est: run without --no-bench" >&2; exit 1; }
-ours=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['mean']['point_estimate'] / 1e9)" "$est")
-printf 'alphaloop: %.2f s (criterion estimate, alpha101_full_metrics_1_thread)\n' "$ours"
+estimate() { # benchmark name -> criterion's mean, in seconds
+    local est="$CARGO_TARGET_DIR/criterion/engine/$1/new/estimates.json"
+    [[ -f "$est" ]] || { echo "no criterion estimate at $est: run without --no-bench" >&2; exit 1; }
+    python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['mean']['point_estimate'] / 1e9)" "$est"
+}
+ours=$(estimate alpha101_full_metrics_1_thread)
+compute=$(estimate alpha101_compute_only_1_thread)
+printf 'alphaloop: %.2f s with every metric, %.2f s compute only (criterion estimates, alpha101_*_1_thread)\n' "$ours" "$compute"
 
 # The peer's fastest run here, the issue's figure for it: the equivalent and the ratio.
 report() {
@@ -32,8 +37,9 @@ report() {
 import sys
 name, here, issue, ours = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 eq = 4.0 * here / issue
-print(f'{name}: {here:.2f} s here, {issue} s in the issue ({here / issue:.2f}x): the 4 s target is {eq:.2f} s here; alphaloop at {ours / eq:.2f}x of it')
-" "$@"
+compute = float(sys.argv[5])
+print(f'{name}: {here:.2f} s here, {issue} s in the issue ({here / issue:.2f}x): the 4 s target is {eq:.2f} s here; alphaloop at {ours / eq:.2f}x of it with every metric, {compute / eq:.2f}x compute only')
+" "$@" "$compute"
 }
 
 if python3 -c "import KunQuant" 2>/dev/null; then
