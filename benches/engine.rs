@@ -8,11 +8,12 @@
 //! Run: `cargo bench --bench engine` (figures in benches/README.md, every session's in benches/HISTORY.md).
 
 use alphaloop::backtest::{prepare, Grouped, MetricsConfig};
-use alphaloop::data::{load, LoadOptions, MarketData, Period, Splits};
+use alphaloop::data::{load, LoadOptions, MarketData, Panel, Period, Splits};
 use alphaloop::expr::{eval_expr, evaluate, Compiler, NoAlphas, Schema};
 use alphaloop::seeds::{self, AlphaSet};
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 // As the CLI's (src/main.rs).
@@ -27,29 +28,31 @@ fn full() -> MarketData {
     load(&data_path(), &LoadOptions::default()).expect("the shipped data loads")
 }
 
-/// Evaluates every alpha of a shipped alpha file that compiles and scores it; returns how
-/// many were evaluated.
-fn all_seeds(data: &MarketData, file: &str) -> usize {
-    let defs = seeds::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds").join(file)).expect("seeds");
-    let set = AlphaSet::from_defs(&defs);
-    let prep = prepare(data, &Period::All, &Splits::default(), MetricsConfig::default()).expect("prepare");
-    let mut c = Compiler::new(Schema::of(&prep.data), &set);
-    let roots: Vec<_> = defs.iter().filter_map(|d| c.add(&d.formula).ok()).collect();
-    let mut n = 0;
-    let mut group = Grouped::new(&prep.scorer);
-    evaluate(&c.graph, &roots, &prep.data, |i, p| n += std::hint::black_box(group.push(i, p)).len());
-    n + group.flush().len()
-}
-
-/// Evaluates the same alphas as [`all_seeds`] without scoring them (each result dropped as
-/// it is delivered): the measure issue 2 timed its peers by ("compute only").
-fn all_seeds_compute_only(data: &MarketData, file: &str) -> usize {
+/// Evaluates every alpha of a shipped alpha file that compiles on `data`, handing each
+/// result to `on_root` as it is delivered.
+fn eval_seeds(data: &MarketData, file: &str, on_root: impl FnMut(usize, Arc<Panel>)) {
     let defs = seeds::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds").join(file)).expect("seeds");
     let set = AlphaSet::from_defs(&defs);
     let mut c = Compiler::new(Schema::of(data), &set);
     let roots: Vec<_> = defs.iter().filter_map(|d| c.add(&d.formula).ok()).collect();
+    evaluate(&c.graph, &roots, data, on_root);
+}
+
+/// Evaluates every alpha of a shipped alpha file that compiles and scores it; returns how
+/// many were evaluated.
+fn all_seeds(data: &MarketData, file: &str) -> usize {
+    let prep = prepare(data, &Period::All, &Splits::default(), MetricsConfig::default()).expect("prepare");
     let mut n = 0;
-    evaluate(&c.graph, &roots, data, |_, p| {
+    let mut group = Grouped::new(&prep.scorer);
+    eval_seeds(&prep.data, file, |i, p| n += std::hint::black_box(group.push(i, p)).len());
+    n + group.flush().len()
+}
+
+/// The same alphas as [`all_seeds`] without scoring them (each result dropped as it is
+/// delivered): the measure issue 2 timed its peers by ("compute only").
+fn all_seeds_compute_only(data: &MarketData, file: &str) -> usize {
+    let mut n = 0;
+    eval_seeds(data, file, |_, p| {
         std::hint::black_box(p);
         n += 1;
     });

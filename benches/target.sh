@@ -31,22 +31,22 @@ ours=$(estimate alpha101_full_metrics_1_thread)
 compute=$(estimate alpha101_compute_only_1_thread)
 printf 'alphaloop: %.2f s with every metric, %.2f s compute only (criterion estimates, alpha101_*_1_thread)\n' "$ours" "$compute"
 
-# The peer's fastest run here, the issue's figure for it: the equivalent and the ratio.
+# The peer's fastest run here, the issue's figure for it, alphaloop's two times: the
+# equivalent and the ratios.
 report() {
     python3 -c "
 import sys
-name, here, issue, ours = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+name, here, issue, ours, compute = sys.argv[1], *map(float, sys.argv[2:6])
 eq = 4.0 * here / issue
-compute = float(sys.argv[5])
 print(f'{name}: {here:.2f} s here, {issue} s in the issue ({here / issue:.2f}x): the 4 s target is {eq:.2f} s here; alphaloop at {ours / eq:.2f}x of it with every metric, {compute / eq:.2f}x compute only')
-" "$@" "$compute"
+" "$@"
 }
 
 if python3 -c "import KunQuant" 2>/dev/null; then
     out=$(python3 benches/peer/kunquant.py)
     echo "$out" >&2
     kq=$(sed -n 's/^KunQuant run [0-9]*: [0-9]* alphas in \([0-9.]*\) s.*/\1/p' <<<"$out" | sort -n | head -1)
-    report KunQuant "$kq" 22.2 "$ours"
+    report KunQuant "$kq" 22.2 "$ours" "$compute"
 else
     echo "KunQuant: not installed (python3 -m pip install KunQuant pandas pyarrow)"
 fi
@@ -56,7 +56,7 @@ if [[ -x "$py312" ]] && "$py312" -c "import alpha" 2>/dev/null; then
     out=$(RAYON_NUM_THREADS=1 "$py312" benches/peer/py_alpha_lib.py)
     echo "$out" >&2
     pal=$(sed -n 's/^py-alpha-lib: [0-9]* alphas in \([0-9.]*\) s.*/\1/p' <<<"$out")
-    report py-alpha-lib "$pal" 23.7 "$ours"
+    report py-alpha-lib "$pal" 23.7 "$ours" "$compute"
 else
     echo "py-alpha-lib: not installed (Python >= 3.11 at \$PY312: -m pip install py-alpha-lib pandas pyarrow)"
 fi
