@@ -1,22 +1,21 @@
 #!/usr/bin/env bash
 # Interleaved A/B timing of the alpha101 batch (100 alphas, full metrics, one thread)
 # between two builds, because this VM's speed drifts by 20 % or more over tens of minutes:
-# a "before" figure measured earlier in a session is not a baseline (session 7 was misled
-# by exactly that, see benches/HISTORY.md). Each round runs both back to back (A first in odd
+# a "before" figure measured half an hour earlier is not a baseline. Each round runs both back to back (A first in odd
 # rounds, B first in even ones), and the per-operator times (`--log debug`) are kept, so a
 # kernel change is judged where it runs.
 # Prints the median and the minimum of each side.
 # Read the operators whose code the change did not touch as a control: the binary's layout
 # alone moves some of them (`ts_corr` by ±30 % between builds whose correlation code is
-# byte-identical, session 22 in benches/HISTORY.md), and the total moves with them.
+# byte-identical), and the total moves with them.
 #
 #   benches/ab.sh [REV_A [REV_B [ROUNDS]]]     # defaults: HEAD, the working tree, 5
 #   AB_TOL=1e-12 benches/ab.sh ...             # also compare differing outputs numerically
 #   AB_ROWS=40 benches/ab.sh ...               # more operators in the table (default 14)
 #   AB_CPU=1 benches/ab.sh ...                 # pin every run to that core (taskset)
 #
-# Pinning helps on a VM whose cores differ in speed (session 33 timed one 40 % slower than
-# the other): unpinned, a run lands on either, and the spread swamps a 2 % change.
+# Pinning helps on a VM whose cores differ in speed (one Intel Xeon VM had a core 40 % slower
+# than the other): unpinned, a run lands on either, and the spread swamps a 2 % change.
 #
 # REV_A / REV_B: a git revision, or "." for the working tree. Revisions are checked out
 # into temporary worktrees and built with the shared CARGO_TARGET_DIR (only this crate
@@ -48,7 +47,7 @@ build "$B" b
 
 SEEDS=alpha_kb/seeds/alpha101.toml
 # The order alternates (A B, then B A): run always second, one side paid for the order,
-# 5-13 % on every operator in session 55's hour (benches/HISTORY.md).
+# 5-13 % on every operator in one measured hour.
 for r in $(seq "$ROUNDS"); do
     order="a b"
     [ $((r % 2)) -eq 1 ] || order="b a"
@@ -84,7 +83,7 @@ for v in "ab":
             rows.setdefault((name, v), []).append(secs(t))
 names = sorted({k for k, _ in rows}, key=lambda k: -statistics.median(rows.get((k, "a"), [0])))
 # The minimum beside the median: a neighbour's load only ever slows a run down, so on a
-# noisy hour the fastest runs of each side are the fairer comparison (session 26).
+# noisy hour the fastest runs of each side are the fairer comparison.
 print(f"{'over ' + str(rounds) + ' rounds':<22}{'A med':>9}{'B med':>9}{'B/A':>8}{'A min':>9}{'B min':>9}{'B/A':>8}")
 for k in names[:shown]:
     ra, rb = rows.get((k, "a"), [0]), rows.get((k, "b"), [0])

@@ -3,7 +3,7 @@
 # shipped data by date into K equal parts (each small enough for its panels to stay in
 # cache), runs the batch (one thread, full metrics) on the whole and on every part, and
 # prints the operators' and the metrics' time for the whole against the parts' sum, also
-# per cell (the parts drop stocks absent from them). benches/HISTORY.md, session 17.
+# per cell (the parts drop stocks absent from them). Figures: benches/README.md, "Where the time is".
 #
 #   benches/chunks.sh [K] [ROUNDS]      # defaults: 4 parts, 2 rounds
 #

@@ -2,10 +2,10 @@
 //! panel loading, one cross-sectional rank, one rolling correlation, one rolling maximum,
 //! scoring one signal,
 //! the whole alpha101 seed set with full metrics on one thread and on all cores (and without
-//! metrics on one thread, as issue 2 timed its peers), and Qlib's
+//! metrics on one thread, the measure KunQuant and py-alpha-lib are timed by), and Qlib's
 //! Alpha158 (`alpha_kb/seeds/alpha158.toml`) with full metrics on one thread.
 //!
-//! Run: `cargo bench --bench engine` (figures in benches/README.md, every session's in benches/HISTORY.md).
+//! Run: `cargo bench --bench engine` (figures in benches/README.md).
 
 use alphaloop::backtest::{prepare, Grouped, MetricsConfig};
 use alphaloop::data::{load, LoadOptions, MarketData, Panel, Period, Splits};
@@ -49,7 +49,7 @@ fn all_seeds(data: &MarketData, file: &str) -> usize {
 }
 
 /// The same alphas as [`all_seeds`] without scoring them (each result dropped as it is
-/// delivered): the measure issue 2 timed its peers by ("compute only").
+/// delivered): the measure KunQuant and py-alpha-lib are timed by ("compute only").
 fn all_seeds_compute_only(data: &MarketData, file: &str) -> usize {
     let mut n = 0;
     eval_seeds(data, file, |_, p| {

@@ -1,13 +1,13 @@
 //! Memory-layout probe: what one pass over a panel of the shipped data costs when it is
 //! read the way a kernel reads it, in each layout the evaluator could keep panels in.
 //!
-//! Why it existed: the transposes between the asset-major panels (the layout until
-//! session 30, which moved to the interleaved one measured here) and the kernels'
+//! Why it existed: the transposes between the asset-major panels (the layout before
+//! the interleaved one measured here) and the kernels'
 //! date-major or eight-asset-interleaved scratch are ~15 % of the alpha101 batch, and
 //! keeping panels in another layout was the last untried redesign on the list. This
 //! measures the access patterns themselves (a running sum over eight lanes, the loop shape
 //! of the rolling kernels; a plain walk along a date's row, that of the cross-sectional
-//! ones), so the decision rests on figures (benches/HISTORY.md, session 17).
+//! ones), so the decision rests on figures (benches/README.md).
 //!
 //! Run: `cargo bench --bench layout`.
 
@@ -85,7 +85,7 @@ fn benches(c: &mut Criterion) {
     let close = data.field("close").expect("close");
     let (nd, na) = (close.n_dates(), close.n_assets());
     let groups = na / W;
-    // The same values in three layouts: asset-major (the panels until session 30),
+    // The same values in three layouts: asset-major (the panels before),
     // date-major, and eight assets interleaved ([group][date][lane], the panels since).
     let (mut b1, mut b2, mut b3, mut b4) = (vec![0.0; nd * na + W], vec![0.0; nd * na + W], vec![0.0; nd * na + W], vec![0.0; nd * na + W]);
     let asset_major = aligned(&mut b1, nd * na);
@@ -121,8 +121,8 @@ fn benches(c: &mut Criterion) {
     grp.bench_function("rows_on_interleaved", |b| b.iter(|| row_walk(black_box(interleaved), out, groups, nd, nd * W, W)));
     // What a cross-sectional kernel or the scorer pays per panel, cold (eight copies of
     // the panel in turn, 150 MB, beyond the L3): 32-date blocks gathered into a date-major
-    // scratch and scattered back, from asset-major panels (8 × 8 tile transposes, until
-    // session 30) and from interleaved ones (a 64-byte line per group and date: plain
+    // scratch and scattered back, from asset-major panels (8 × 8 tile transposes, as
+    // before) and from interleaved ones (a 64-byte line per group and date: plain
     // copies, since).
     const COPIES: usize = 8;
     const B: usize = 32;

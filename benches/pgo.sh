@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A profile-guided build of alphaloop, to measure what LLVM's profile-guided optimisation
-# gives the evaluator on this machine. Measured in session 37 (benches/HISTORY.md): the
+# gives the evaluator on this machine. Measured 2026-11-27 on an Intel Xeon (family 6 model 207): the
 # alpha101 batch 0-4 % faster through the CLI depending on the set, inside this machine's
 # noise, every output byte-identical; so the plain build stays the only one scripts/run,
 # scripts/test and .ci/run use. Re-measure on another kind of machine with

@@ -1,6 +1,7 @@
-"""The issue's other named peer, timed on this machine: KunQuant (fused C++ kernels, f32).
+"""A peer engine timed on this machine: KunQuant (fused C++ kernels, f32).
 
-Issue 2 quotes KunQuant at 82 alphas in 22.2 s on this panel (one thread, compute only).
+KunQuant has been timed at 82 alphas in 22.2 s on this panel on a fast machine (one thread,
+compute only).
 This script builds KunQuant's own Alpha101 set (`KunQuant.predefined.Alpha101.all_alpha`,
 the 82 it implements) into one fused library with its JIT (the machine's g++, about 10 s,
 not timed) and times `runGraph` on the shipped panel, adjusted as conventions.md says, in

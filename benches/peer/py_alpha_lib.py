@@ -1,7 +1,7 @@
-"""The issue's named peer, timed on this machine: py-alpha-lib (Rust kernels behind numpy).
+"""A peer engine timed on this machine: py-alpha-lib (Rust kernels behind numpy).
 
-Issue 2 quotes py-alpha-lib at 100 alphas in 23.7 s on this panel (one thread, compute
-only). Machines of this project's kind differ by up to 1.6x from session to session, so a
+py-alpha-lib has been timed at 100 alphas in 23.7 s on this panel on a fast machine (one
+thread, compute only). Machines of this project's kind differ by up to 1.6x by the hour, so a
 figure for alphaloop means little without the peer timed in the same hour; this script
 is that peer.
 

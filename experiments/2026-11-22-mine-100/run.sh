@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The issue-6 experiment: 100 ideas mined with the local model (Qwen2.5-Coder 0.5B) on the
+# The 100-idea experiment: 100 ideas mined with the local model (Qwen2.5-Coder 0.5B) on the
 # full S&P 500 data, then the same evaluation budget with --writer gp (no LLM) and with
 # --no-kb (no retrieval). Each arm starts from its own KB holding the 101 seed alphas.
 # Re-running resumes each arm where it stopped (runs are resumable); `summarize.py` turns

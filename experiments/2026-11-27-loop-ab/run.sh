@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The inner loop before and after session 44's two changes (stop on a high score only for a
+# The inner loop before and after two changes (stop on a high score only for a
 # candidate that can be accepted; ask again when the writer copies a known alpha), 12 ideas
 # each with the local model on the full data, each arm from its own KB holding the 101
 # seeds. BEFORE is a build of the commit before the changes (2130e7b), AFTER of one after.

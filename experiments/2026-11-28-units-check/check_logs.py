@@ -15,7 +15,7 @@ LOGS = [
     ("llm100", "experiments/2026-11-22-mine-100/logs/llm100.log.jsonl", "local 0.5B model, writer/judge loop, KB retrieval"),
     ("nokb100", "experiments/2026-11-22-mine-100/logs/nokb100.log.jsonl", "the same without the KB (no retrieval, no novelty check)"),
     ("gp100", "experiments/2026-11-22-mine-100/logs/gp100.log.jsonl", "--writer gp"),
-    ("loop-ab before", "experiments/2026-11-27-loop-ab/logs/before.log.jsonl", "local model, the loop before session 44's changes"),
+    ("loop-ab before", "experiments/2026-11-27-loop-ab/logs/before.log.jsonl", "local model, the loop before its rounds changed"),
     ("loop-ab after", "experiments/2026-11-27-loop-ab/logs/after.log.jsonl", "local model, the loop after them"),
     ("units off", "experiments/2026-11-28-units-check/logs/off.log.jsonl", "local model, check_units = false (run.sh)"),
     ("units on", "experiments/2026-11-28-units-check/logs/on.log.jsonl", "local model, check_units = true (run.sh)"),

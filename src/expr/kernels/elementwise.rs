@@ -4,9 +4,9 @@
 //! A map whose one consumer is another map is not computed on its own: it returns a
 //! [`Lazy`] value, and the chain (`(close - open) / open * volume`) is computed a run of
 //! cells at a time by the map that needs a panel, in one pass over memory. Measured on an
-//! Intel Xeon (benches/HISTORY.md, session 34): the element-wise operators −5 %, the
-//! alpha101 batch −2 %; on the AMD machines of sessions 16 and 18, whose caches feed an
-//! element-wise pass about 2.5× faster, it had gained under 1 %.
+//! Intel Xeon (family 6 model 207, 2026-11-26): the element-wise operators −5 %, the
+//! alpha101 batch −2 %; on an AMD EPYC (Zen 4), whose caches feed an element-wise pass
+//! about 2.5× faster, it gained under 1 %.
 
 use crate::data::{with_avx512, Panel};
 use rayon::prelude::*;

@@ -233,7 +233,7 @@ mod avx512 {
     /// Written out comparator by comparator (a macro) rather than as a loop over a table of
     /// pairs: the compiler did not unroll that loop, so the 16 registers lived on the
     /// stack and every comparator was two loads and two stores (60 % of the sort's time,
-    /// `perf annotate`, session 25).
+    /// by `perf annotate`).
     macro_rules! net16 {
         ($r:ident) => {
             net16!($r: (0, 1), (2, 3), (0, 2), (1, 3), (1, 2), (4, 5), (6, 7), (4, 6), (5, 7), (5, 6), (0, 4),

@@ -321,8 +321,9 @@ fn exact_moments(x: &[f64], y: &[f64]) -> (f64, f64, f64) {
 /// themselves. It is also the more exact answer: a window's value depends on its d values
 /// alone, as the conventions define it, so equal windows give equal bits whatever came
 /// before them (with running sums they differed in the last bits by the history, and broke
-/// ties that the windows share in exact arithmetic). Measured in benches/HISTORY.md,
-/// session 57.
+/// ties that the windows share in exact arithmetic). Measured 2026-12-01 on an Intel Xeon
+/// (family 6 model 207): `ts_corr` at d = 3–6 −19 to −27 %, and the oracle agrees with one
+/// more alpha101 formula in every cell.
 pub(super) const DIRECT_PAIR: usize = 6;
 
 /// Co-moment sums of a pair of series around anchors, refreshed exactly once per window.

@@ -103,7 +103,7 @@ pub struct DivBy {
 /// (a 512-bit division takes the divider 16 cycles, two multiply-add ports run beside it)
 /// the correlation walk was bound by its divider and ran 13–31 % faster with them; on
 /// AMD's Zen 4 (512-bit operations in two halves, a quicker divider) the same walk ran
-/// 15–35 % slower (benches/HISTORY.md, sessions 15, 28 and 32). Read once from the CPU's
+/// 15–35 % slower (measured on AMD EPYC Zen 4 and Intel Xeon family 6 model 207). Read once from the CPU's
 /// vendor; both give the same bits.
 pub fn divider_is_slow() -> bool {
     static SLOW: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

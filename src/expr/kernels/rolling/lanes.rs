@@ -42,7 +42,7 @@ struct Sums {
 /// The result goes to a fresh panel even where an input may be taken ([`Src::Take`]): the
 /// kernels read days behind the one they write, so writing over the input needed a copy
 /// of each group first, and without it the rolling kernels ran 3 to 30 % faster
-/// (benches/HISTORY.md, session 30). A taken input goes back to the pool at the end.
+/// (measured 2026-11-26). A taken input goes back to the pool at the end.
 fn grouped<const K: usize>(inputs: [Src<'_>; K], eight: impl Fn([&[f64]; K], &mut [f64]) + Sync) -> Panel {
     let (nd, na) = (inputs[0].panel().n_dates(), inputs[0].panel().n_assets());
     assert!(inputs.iter().all(|s| s.panel().n_dates() == nd && s.panel().n_assets() == na), "panels of one shape");
@@ -91,7 +91,7 @@ const DIRECT_EXTREME: usize = 6;
 /// so ties (−0 and 0) go to the older day, as in the block passes. Windows holding a
 /// non-finite value are NaN, so their values need no replacing. (Its walk over the days
 /// repeats the block passes' last loop: one helper taking each day's result as a closure
-/// made this kernel 28 % and that loop 9–20 % slower, session 33.)
+/// made this kernel 28 % and that loop 9–20 % slower.)
 #[inline(always)]
 fn direct<const MAX: bool>(x: &[f64], d: usize, out: &mut [f64]) {
     #[allow(clippy::eq_op)]
@@ -280,7 +280,7 @@ fn ranks(win: &[f64], xt: [f64; W], dn: f64) -> [f64; W] {
 /// rank the same bits. The window's validity is a count of finite values in a row, kept in
 /// a register (compiled from the portable walk, a count's scalar per-lane tests were a
 /// third of `ts_rank`'s time). (Its division as [`DivBy`](crate::expr::kernels::simd::DivBy)'s
-/// multiply-adds was measured in session 53: no faster.)
+/// multiply-adds was measured: no faster, the walk is not divider-bound.)
 ///
 /// # Safety
 /// The CPU must support AVX-512F.
@@ -573,7 +573,7 @@ unsafe fn walk_avx512<const CORR: bool, const POW2_D: bool, const POW2_D1: bool,
     // Raw pointers and no bounds checks in the loop: with them, the loop's index and
     // bounds values outgrew the registers, and how the compiler spilled them changed from
     // build to build with the crate's partitioning (`ts_corr` ran at 44 or 60 ms for the
-    // same three correlations, benches/HISTORY.md, session 25).
+    // same three correlations).
     let (px, py, po) = (x.as_ptr(), y.as_ptr(), out.as_mut_ptr());
     // SAFETY (every load below): rows t < n of slices holding at least n·W values
     // (asserted above).
