@@ -5,7 +5,7 @@
 //! transpose and one sort per date of each signal.
 //!
 //! Choices where the conventions are silent (following Qlib/pandas), documented here and
-//! summarised in the README:
+//! summarised in docs/expressions.md:
 //! * The stocks scored on a date are those with both a finite signal and a finite label
 //!   (Qlib's `dropna`); dates with fewer than `min_stocks` (20) of them are skipped by
 //!   every metric, including the long-short book.

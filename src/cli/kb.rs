@@ -463,8 +463,8 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
     // Expressions in one shared graph; programs one by one in their sandboxes (with the
     // look-ahead check, as when they were stored).
     let exprs: Vec<crate::seeds::AlphaDef> = recs.iter().filter(|r| r.kind == Kind::Expression).map(def).collect();
-    let mut by_id: std::collections::HashMap<String, super::eval::Row> =
-        super::eval::evaluate_batch(&exprs, &prep.data, &alphas, &prep.scorer, !json).into_iter().map(|r| (r.id.clone(), r)).collect();
+    let mut by_id: std::collections::HashMap<String, super::batch::Row> =
+        super::batch::evaluate_batch(&exprs, &prep.data, &alphas, &prep.scorer, !json).into_iter().map(|r| (r.id.clone(), r)).collect();
     let mut py: Option<crate::sandbox::PySandbox> = None;
     for r in recs.iter().filter(|r| r.kind != Kind::Expression) {
         let outcome = match r.kind {
@@ -480,13 +480,13 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
             Kind::Expression => continue,
         };
         let row = match outcome {
-            Ok(ev) => super::eval::Row { id: r.id.clone(), metrics: Some(prep.scorer.score(&ev.signal)), error: None, units: None },
-            Err(v) => super::eval::Row { id: r.id.clone(), metrics: None, error: Some(v.to_string()), units: None },
+            Ok(ev) => super::batch::Row { id: r.id.clone(), metrics: Some(prep.scorer.score(&ev.signal)), error: None, units: None },
+            Err(v) => super::batch::Row { id: r.id.clone(), metrics: None, error: Some(v.to_string()), units: None },
         };
         by_id.insert(r.id.clone(), row);
     }
-    let rows: Vec<super::eval::Row> =
-        recs.iter().map(|r| by_id.remove(&r.id).unwrap_or(super::eval::Row { id: r.id.clone(), metrics: None, error: Some("not evaluated".into()), units: None })).collect();
+    let rows: Vec<super::batch::Row> =
+        recs.iter().map(|r| by_id.remove(&r.id).unwrap_or(super::batch::Row { id: r.id.clone(), metrics: None, error: Some("not evaluated".into()), units: None })).collect();
     let m = |r: &AlphaRecord, split: &str| r.metric(split, "rank_ic").unwrap_or(f64::NAN);
     // Each alpha here was chosen among every attempt the KB holds, so a t-statistic on
     // valid means something only past Bonferroni's bar for that many (at 5 %, two-sided);
@@ -517,7 +517,7 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
         }
         return Ok(());
     }
-    println!("{}", super::eval::header(&prep));
+    println!("{}", super::batch::header(&prep));
     let table: Vec<Vec<String>> = recs
         .iter()
         .zip(&rows)

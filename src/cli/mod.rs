@@ -1,5 +1,6 @@
 //! The `alphaloop` command line.
 
+mod batch;
 mod config;
 mod data_cmd;
 mod eval;
@@ -57,7 +58,7 @@ pub enum Command {
     ///
     /// What an alpha must show to be accepted (train and valid Rank IC, coverage, novelty)
     /// and how many writer/judge rounds an idea gets are `[mine]` settings of the config
-    /// file (README, "Mining"); a run keeps them in its run.json.
+    /// file (docs/configuration.md); a run keeps them in its run.json.
     Mine(mine::MineArgs),
     /// Mining runs and their summaries.
     Runs {

@@ -40,6 +40,93 @@ pub enum Kind {
     CrossSection,
 }
 
+/// A unit: dollars^a × shares^b, or free (a constant, an unknown column).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Unit {
+    /// Takes the unit of whatever it meets.
+    Free,
+    /// Exponents of dollars and of shares.
+    Dim(f64, f64),
+}
+
+/// A pure number: ranks, correlations, returns, comparisons.
+pub const NUMBER: Unit = Unit::Dim(0.0, 0.0);
+pub const PRICE: Unit = Unit::Dim(1.0, -1.0);
+pub const SHARES: Unit = Unit::Dim(0.0, 1.0);
+pub const DOLLARS: Unit = Unit::Dim(1.0, 0.0);
+
+impl Unit {
+    pub(super) fn same(self, other: Unit) -> bool {
+        match (self, other) {
+            (Unit::Dim(a, b), Unit::Dim(c, d)) => (a - c).abs() < 1e-9 && (b - d).abs() < 1e-9,
+            _ => true,
+        }
+    }
+
+    /// The known one of two units that agree.
+    pub(super) fn or(self, other: Unit) -> Unit {
+        if self == Unit::Free {
+            other
+        } else {
+            self
+        }
+    }
+
+    pub(super) fn times(self, other: Unit, sign: f64) -> Unit {
+        match (self, other) {
+            (Unit::Dim(a, b), Unit::Dim(c, d)) => Unit::Dim(a + sign * c, b + sign * d),
+            // 1 / close is per price; 2 * close a price.
+            (Unit::Free, Unit::Dim(c, d)) => Unit::Dim(sign * c, sign * d),
+            (u, Unit::Free) => u,
+        }
+    }
+
+    pub(super) fn pow(self, e: f64) -> Unit {
+        match self {
+            Unit::Dim(a, b) => Unit::Dim(a * e, b * e),
+            Unit::Free => Unit::Free,
+        }
+    }
+
+    /// "a price", "a volume in shares", ... for messages.
+    pub fn describe(self) -> String {
+        match self {
+            Unit::Free => "a number".into(),
+            u if u.same(NUMBER) => "a pure number".into(),
+            u if u.same(PRICE) => "a price".into(),
+            u if u.same(SHARES) => "a volume in shares".into(),
+            u if u.same(DOLLARS) => "a dollar amount".into(),
+            Unit::Dim(a, b) => {
+                let part = |name: &str, e: f64| {
+                    if e == 0.0 {
+                        None
+                    } else if e == 1.0 {
+                        Some(name.to_string())
+                    } else {
+                        Some(format!("{name}^{e}"))
+                    }
+                };
+                let parts: Vec<String> = [part("dollars", a), part("shares", b)].into_iter().flatten().collect();
+                format!("a quantity in {}", parts.join("·"))
+            }
+        }
+    }
+}
+
+/// The unit of a field by name (case-insensitive): the market fields and what is derived
+/// from them; [`Unit::Free`] for any other column.
+pub fn of_field(name: &str) -> Unit {
+    let n = name.to_ascii_lowercase();
+    match n.as_str() {
+        "open" | "high" | "low" | "close" | "vwap" => PRICE,
+        "volume" => SHARES,
+        "returns" => NUMBER,
+        "cap" => DOLLARS,
+        _ if n.strip_prefix("adv").is_some_and(|d| d.parse::<f64>().is_ok()) => DOLLARS,
+        _ => Unit::Free,
+    }
+}
+
 /// How an operator's result's unit of measure (dollars, shares, a price, a pure number)
 /// follows from its series arguments' (checked by `expr::units`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -355,7 +442,7 @@ pub fn catalogue_json() -> serde_json::Value {
             serde_json::json!({ "name": name, "aliases": o.aliases, "kind": kind, "params": params, "doc": o.doc, "units": o.units.describe() })
         })
         .collect();
-    let unit = |n: &str| super::units::of_field(&n.replace("{d}", "20")).describe();
+    let unit = |n: &str| of_field(&n.replace("{d}", "20")).describe();
     let mut fields: Vec<serde_json::Value> = crate::data::STORED_FIELDS.iter().map(|f| serde_json::json!({ "name": f, "doc": "split/dividend adjusted", "unit": unit(f) })).collect();
     fields.extend(crate::data::DERIVED_FIELDS.iter().map(|(n, d)| serde_json::json!({ "name": n, "doc": d, "unit": unit(n) })));
     serde_json::json!({ "operators": ops, "fields": fields })

@@ -532,7 +532,7 @@ class Node:
 
 
 class Formula:
-    """Recursive descent over the notation (precedence as the README documents it),
+    """Recursive descent over the notation (precedence as src/expr/parser.rs defines it),
     evaluating as it parses; `tree()` gives the root [`Node`]."""
 
     def __init__(self, src, w, groups):

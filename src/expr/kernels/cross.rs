@@ -3,6 +3,7 @@
 //! so that each date's cross-section is contiguous, processed in parallel over dates, and
 //! scattered back.
 
+use super::netsort::order_key;
 use super::{DisjointCells, Src};
 use crate::data::{gather_date_block, scatter_date_block, transpose, Groups, Panel, LANES};
 use rayon::prelude::*;
@@ -74,17 +75,6 @@ unsafe fn blocks<S: Default + Send>(src: *const f64, out: &mut Panel, k: impl Fn
             unsafe { scatter_date_block(dst.0, nd, na, t0, outb) };
         },
     );
-}
-
-/// Maps an f64 to a u64 whose unsigned order is the numeric order (−0.0 and 0.0 equal).
-#[inline(always)]
-pub fn order_key(v: f64) -> u64 {
-    let b = (v + 0.0).to_bits();
-    if b >> 63 == 1 {
-        !b
-    } else {
-        b | (1 << 63)
-    }
 }
 
 /// Scratch buffers for sorting cross-sections, reused from one date to the next.

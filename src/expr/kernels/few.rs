@@ -9,7 +9,7 @@
 //! [`Distinct::of`] gives up as soon as a ninth value turns up, which on an untied row is
 //! within its first two vectors.
 
-use super::cross::order_key;
+use super::netsort::order_key;
 
 /// The most distinct values a row may have for this path.
 pub const FEW: usize = 8;
@@ -56,7 +56,7 @@ impl Distinct {
         n - self.d
     }
 
-    /// Percentile ranks, ties averaged (as [`rank_row`](super::cross::rank_row)): every
+    /// Percentile ranks, ties averaged (as the cross-sectional `rank_row`): every
     /// cell of `out` is written, NaN where `row` is not finite.
     pub fn ranks(&self, row: &[f64], out: &mut [f64]) {
         assert_eq!(row.len(), out.len(), "few::ranks: row and output differ in length");
@@ -78,7 +78,7 @@ impl Distinct {
     }
 
     /// The finite cells of `row` as (order key, index) pairs, ascending, ties by index (as
-    /// [`SortBuf::sort_finite`](super::cross::SortBuf::sort_finite)).
+    /// the cross-sectional `SortBuf::sort_finite`).
     pub fn sorted(&self, row: &[f64], out: &mut Vec<(u64, u32)>) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a Distinct exists only where the CPU has AVX-512F and POPCNT (see `of`).

@@ -3,7 +3,7 @@
 //!
 //! Why: every cross-sectional `rank` and every scored date sorts one cross-section of
 //! ~500 values, about a million sorts for the alpha101 set, and the radix sort in
-//! [`cross`](super::cross) spent a quarter of that job's time in data-dependent scatters.
+//! `cross` spent a quarter of that job's time in data-dependent scatters.
 //! A sorting network has no data-dependent branches or memory accesses: sixteen keys per
 //! instruction, unsigned min/max and lane permutes on registers.
 //!
@@ -15,6 +15,17 @@
 //! key bits, eight per instruction): half the comparator work for the same layers.
 
 /// The largest row [`Packed::sort`] takes (32 registers of 16 keys).
+/// Maps an f64 to a u64 whose unsigned order is the numeric order (−0.0 and 0.0 equal).
+#[inline(always)]
+pub fn order_key(v: f64) -> u64 {
+    let b = (v + 0.0).to_bits();
+    if b >> 63 == 1 {
+        !b
+    } else {
+        b | (1 << 63)
+    }
+}
+
 pub const MAX: usize = 512;
 
 /// Bits of the index in a packed key.
@@ -636,7 +647,7 @@ mod tests {
                 let mut keys: Vec<(u64, u32)> = out.clone();
                 keys.sort();
                 let mut want: Vec<(u64, u32)> =
-                    row.iter().enumerate().filter(|(_, x)| x.is_finite()).map(|(i, x)| (super::super::cross::order_key(*x), i as u32)).collect();
+                    row.iter().enumerate().filter(|(_, x)| x.is_finite()).map(|(i, x)| (order_key(*x), i as u32)).collect();
                 want.sort();
                 assert_eq!(keys, want, "n = {n}, scale = {scale}");
                 let want_steps: Vec<usize> = (1..out.len()).filter(|&i| out[i].0 < out[i - 1].0).collect();
