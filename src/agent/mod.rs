@@ -506,7 +506,7 @@ impl<'a> Miner<'a> {
             }
         }
         if !self.cfg.no_kb {
-            cand.novelty = Some(self.kb.check_novelty(id, kind, &cand.code, cand.behaviour.as_deref(), &self.cfg.novelty, None)?);
+            cand.novelty = Some(self.kb.check_novelty(id, kind, &cand.code, cand.behaviour.as_deref(), &self.cfg.novelty)?);
         }
         Ok(())
     }

@@ -135,6 +135,7 @@ fn apply(rule: Units, name: &str, u: &[Unit], consts: &[Option<f64>]) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::expr::ops::{DOLLARS, PRICE};
     use crate::expr::parse;
 
     fn unit(text: &str) -> Result<Unit, String> {

@@ -3,9 +3,9 @@
 //! * **signal correlation** with every accepted alpha: rejected at |corr| ≥ `max_corr`
 //!   (0.7 by default, WorldQuant BRAIN's self-correlation bar; RD-Agent only drops ≥ 0.99).
 //!   Candidates come from a behaviour-vector search (its cosine is the mean rank correlation
-//!   on the store's sample, see [`super::behaviour`]), run with the vector and its negation so
-//!   that a sign-flipped copy is caught too; when the caller can compute the exact
-//!   correlation on the full train period it replaces the sampled one.
+//!   on the store's sample of 32 train dates × 32 stocks, see [`super::behaviour`]), run with
+//!   the vector and its negation so that a sign-flipped copy is caught too. The correlation
+//!   is that sampled one, not the full train panel's.
 //! * **AST overlap** (AlphaAgent): the largest subtree the candidate shares with an accepted
 //!   expression, as a share of the candidate's nodes; rejected at ≥ `max_ast_overlap`
 //!   when the shared subtree has at least `min_subtree` nodes.
@@ -92,10 +92,6 @@ pub fn largest_common(a: &Subtrees, b: &Subtrees) -> usize {
 /// the same attempt: rewrites like `-1 * rank(x)` and `-rank(x)` reach 1.0.
 pub const REPEAT_COSINE: f32 = 0.99;
 
-/// The full-period signal correlation of the candidate with an accepted record, `None`
-/// where it cannot be computed (code it cannot run).
-pub type ExactCorrelation<'a> = &'a dyn Fn(&AlphaRecord) -> Option<f64>;
-
 /// Outcome of the checks: the measurements, and the reason to reject if any.
 #[derive(Clone, Debug)]
 pub struct Verdict {
@@ -106,9 +102,7 @@ pub struct Verdict {
 }
 
 impl Kb {
-    /// Runs both checks for a candidate. `behaviour` is its behaviour vector; `exact`, when
-    /// given, computes the full-period signal correlation with an accepted record (or
-    /// `None` if it cannot, e.g. for code it cannot run).
+    /// Runs both checks for a candidate. `behaviour` is its behaviour vector.
     pub fn check_novelty(
         &self,
         candidate_id: &str,
@@ -116,7 +110,6 @@ impl Kb {
         code: &str,
         behaviour: Option<&[f32]>,
         cfg: &NoveltyConfig,
-        exact: Option<ExactCorrelation<'_>>,
     ) -> Result<Verdict, KbError> {
         let mut nov = Novelty::default();
         let mut reject = None;
@@ -140,12 +133,7 @@ impl Kb {
                     }
                 }
             }
-            for (_, (sampled, r)) in cands {
-                // Only near misses are worth an exact computation.
-                let corr = match exact {
-                    Some(f) if sampled.abs() >= cfg.max_corr - 0.25 => f(&r).unwrap_or(sampled),
-                    _ => sampled,
-                };
+            for (_, (corr, r)) in cands {
                 if nov.max_corr.is_none_or(|m: f64| corr.abs() > m.abs()) {
                     nov.max_corr = Some(corr);
                     nov.max_corr_with = Some(r.id.clone());
