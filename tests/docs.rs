@@ -97,20 +97,61 @@ fn runnable_blocks_are_found_and_illustrations_skipped() {
     assert_eq!(runnable_blocks(md), vec![(4, "alphaloop ops\nalphaloop eval x".to_string())]);
 }
 
+/// Every tracked text file, by path relative to the repository, with its text.
+fn tracked() -> Vec<(String, String)> {
+    let out = std::process::Command::new("git").args(["ls-files", "-z"]).current_dir(repo()).output().expect("git runs");
+    assert!(out.status.success(), "git ls-files: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+        .split(|b| *b == 0)
+        .filter(|f| !f.is_empty())
+        .filter_map(|f| {
+            let rel = String::from_utf8_lossy(f).into_owned();
+            let text = std::fs::read_to_string(repo().join(&rel)).ok()?;
+            Some((rel, text))
+        })
+        .collect()
+}
+
+/// Every `unsafe` block carries a `SAFETY:` comment on its line or in the comment lines
+/// just above its statement, saying what makes it sound.
+#[test]
+fn every_unsafe_block_says_why_it_is_sound() {
+    let mut missing = Vec::new();
+    let mut blocks = 0;
+    for (rel, text) in tracked().into_iter().filter(|(rel, _)| rel.ends_with(".rs")) {
+        let lines: Vec<&str> = text.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            let Some(at) = code.find("unsafe") else { continue };
+            if !code[at + "unsafe".len()..].trim_start().starts_with('{') {
+                continue;
+            }
+            blocks += 1;
+            // Back from the block over its statement's earlier lines and the comments
+            // above them, stopping at the previous statement's end.
+            let said = line.contains("SAFETY") || lines[..n].iter().rev().take(6).take_while(|l| {
+                let t = l.trim();
+                t.starts_with("//") || !(t.ends_with(';') || t.ends_with('}') || t.ends_with('{'))
+            }).any(|l| l.contains("SAFETY"));
+            if !said {
+                missing.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(blocks > 100, "found only {blocks} unsafe blocks: is the scan broken?");
+    assert!(missing.is_empty(), "unsafe blocks without a SAFETY comment:\n{}", missing.join("\n"));
+}
+
 /// Tracked files speak of the product: a measurement carries its date, CPU and command,
 /// never a work-log entry or a tracker's number.
 #[test]
 fn no_work_log_or_tracker_talk_in_tracked_files() {
-    let out = std::process::Command::new("git").args(["ls-files", "-z"]).current_dir(repo()).output().expect("git runs");
-    assert!(out.status.success(), "git ls-files: {}", String::from_utf8_lossy(&out.stderr));
-    let files: Vec<&[u8]> = out.stdout.split(|b| *b == 0).filter(|f| !f.is_empty()).collect();
-    assert!(files.len() > 100, "git ls-files listed {} files", files.len());
+    let files = tracked();
+    assert!(files.len() > 100, "git ls-files listed {} text files", files.len());
     // Built from parts so that this file does not match itself.
     let words = [["ses", "sion"].concat(), ["iss", "ue"].concat()];
     let mut found = Vec::new();
-    for f in files {
-        let rel = String::from_utf8_lossy(f).into_owned();
-        let Ok(text) = std::fs::read_to_string(repo().join(&rel)) else { continue };
+    for (rel, text) in files {
         for (n, line) in text.lines().enumerate() {
             let lower = line.to_ascii_lowercase();
             for w in &words {

@@ -107,11 +107,19 @@ pub fn pearson4(x: &[f64], ys: [&[f64]; 4], finite: [&[u64]; 4], min: usize) -> 
         // least as long as x and every bitset covers x (asserted above); with `true`, the
         // bitsets are equal over x.
         if finite[1..].iter().all(|f| f[..words] == finite[0][..words]) {
+            // SAFETY: as stated above for all four calls.
             let sums = unsafe { avx512::pass1::<4, true>(x, ys, finite) };
-            return finish(x, |i| ys.map(|y| y[i]), min, sums, |mx, my| unsafe { avx512::pass2::<4, true>(x, ys, finite, mx, my) });
+            return finish(x, |i| ys.map(|y| y[i]), min, sums, |mx, my| {
+                // SAFETY: as stated above for all four calls.
+                unsafe { avx512::pass2::<4, true>(x, ys, finite, mx, my) }
+            });
         }
+        // SAFETY: as stated above for all four calls.
         let sums = unsafe { avx512::pass1::<4, false>(x, ys, finite) };
-        return finish(x, |i| ys.map(|y| y[i]), min, sums, |mx, my| unsafe { avx512::pass2::<4, false>(x, ys, finite, mx, my) });
+        return finish(x, |i| ys.map(|y| y[i]), min, sums, |mx, my| {
+            // SAFETY: as stated above for all four calls.
+            unsafe { avx512::pass2::<4, false>(x, ys, finite, mx, my) }
+        });
     }
     pearson4_generic(x, ys, min)
 }

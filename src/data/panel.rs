@@ -7,8 +7,14 @@
 //! their eight series already interleaved, one cache line per date; a cross-sectional
 //! kernel gathers a date's row as one line per group instead of one cell per asset. With
 //! asset-major storage both had to transpose, about 15 % of the alpha101 batch (measured
-//! 2026-11-26 on an AMD EPYC, Zen 4: the batch −4 to −7 % once stored interleaved). A last group of fewer than eight assets is padded: its
-//! spare lanes hold NaN or whatever a kernel computed from them, and are never read as data.
+//! 2026-11-26 on an AMD EPYC, Zen 4: the batch −4 to −7 % once stored interleaved). A
+//! last group of fewer than eight assets is padded: its spare lanes hold NaN or whatever
+//! a kernel computed from them, and are never read as data.
+//!
+//! Exactness: the layout moves values, never rounds them; the transposes and gathers
+//! between it and per-asset or per-date rows copy bits, so a kernel sees exactly the
+//! loaded values whichever way it walks them. Big buffers start on a cache line (the
+//! allocator below), so a date's eight values are one aligned load.
 
 use ndarray::{Array2, ArrayView3};
 use rayon::prelude::*;
@@ -376,21 +382,29 @@ pub mod pool {
     unsafe impl GlobalAlloc for LineAligned {
         unsafe fn alloc(&self, l: Layout) -> *mut u8 {
             if !is_big(l) {
+                // SAFETY: the caller's layout is passed to the system allocator unchanged.
                 return unsafe { System.alloc(l) };
             }
+            // SAFETY: `o` is `l`'s size plus EXTRA, so `place` finds its line and header
+            // inside the block (or passes a null block on).
             outer(l.size()).map_or(std::ptr::null_mut(), |o| unsafe { place(System.alloc(o)) })
         }
         unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
             if !is_big(l) {
+                // SAFETY: the caller's layout is passed to the system allocator unchanged.
                 return unsafe { System.alloc_zeroed(l) };
             }
+            // SAFETY: as in `alloc`.
             outer(l.size()).map_or(std::ptr::null_mut(), |o| unsafe { place(System.alloc_zeroed(o)) })
         }
         unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
             if !is_big(l) {
+                // SAFETY: a small block came from the system allocator with this layout.
                 return unsafe { System.dealloc(p, l) };
             }
             if let Some(o) = outer(l.size()) {
+                // SAFETY: a big block's start was written in the header just before `p` by
+                // `place`, and the block was allocated with layout `o`.
                 unsafe { System.dealloc(p.cast::<usize>().sub(1).read() as *mut u8, o) }
             }
         }
@@ -398,10 +412,15 @@ pub mod pool {
             let Ok(to) = Layout::from_size_align(size, l.align()) else { return std::ptr::null_mut() };
             if !is_big(l) && !is_big(to) {
                 // Small on both sides: the system's own realloc, in place where it can.
+                // SAFETY: `p` is a small system block of layout `l`; `size` is non-zero
+                // (GlobalAlloc's contract) and `to` is a valid layout.
                 return unsafe { System.realloc(p, l, size) };
             }
+            // SAFETY: `to` is a valid layout of non-zero size.
             let q = unsafe { self.alloc(to) };
             if !q.is_null() {
+                // SAFETY: `p` holds `l.size()` bytes and `q` at least `size`, in two
+                // distinct blocks; `p` is then freed with the layout it was given.
                 unsafe {
                     std::ptr::copy_nonoverlapping(p, q, l.size().min(size));
                     self.dealloc(p, l);
@@ -460,8 +479,8 @@ pub fn prefetch_l2(p: *const f64, len: usize) {
 #[inline]
 fn prefetch_with<const H: i32>(p: *const f64, len: usize) {
     for i in (0..len).step_by(8) {
-        // A prefetch never faults, so `wrapping_add` keeps this free of any safety
-        // obligation.
+        // SAFETY: a prefetch never faults, so `wrapping_add` keeps this free of any
+        // safety obligation.
         unsafe { std::arch::x86_64::_mm_prefetch::<H>(p.wrapping_add(i).cast()) };
     }
 }
@@ -483,6 +502,8 @@ fn prefetch_with<const H: i32>(p: *const f64, len: usize) {
 pub fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     {
+        /// # Safety
+        /// The CPU must have every feature this is compiled for.
         #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,bmi1,bmi2,lzcnt,popcnt")]
         unsafe fn wide<R>(f: impl FnOnce() -> R) -> R {
             f()
@@ -724,9 +745,11 @@ mod avx512 {
     #[inline]
     #[target_feature(enable = "avx512f")]
     unsafe fn tile(src: *const f64, stride: usize, dst: *mut f64, dst_stride: usize) {
+        // SAFETY: row `i` of 8 cells at `src` is readable (this function's contract).
         let load = |i: usize| unsafe { _mm512_loadu_epi64(src.add(i * stride) as *const i64) };
         let t = transpose8([load(0), load(1), load(2), load(3), load(4), load(5), load(6), load(7)]);
         for (j, v) in t.into_iter().enumerate() {
+            // SAFETY: row `j` of 8 cells at `dst` is writable (this function's contract).
             unsafe { _mm512_storeu_epi64(dst.add(j * dst_stride) as *mut i64, v) };
         }
     }

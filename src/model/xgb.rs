@@ -58,6 +58,7 @@ fn predicted(call: impl FnOnce(*const c_char, *mut *const u64, *mut u64, *mut *c
     }
     // SAFETY: XGBoost hands out `dim` extents at `shape` and their product of floats at `out`.
     let len: u64 = unsafe { std::slice::from_raw_parts(shape, dim as usize) }.iter().product();
+    // SAFETY: `out` holds the product of those extents of floats, until the next call.
     Ok(unsafe { std::slice::from_raw_parts(out, len as usize) }.to_vec())
 }
 
@@ -245,6 +246,7 @@ impl Booster {
         }
         // SAFETY: `len` NUL-terminated strings at `arr`.
         let trees = unsafe { std::slice::from_raw_parts(arr, len as usize) };
+        // SAFETY: each is a NUL-terminated string owned by the booster until its next call.
         Ok(trees.iter().map(|&s| unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned()).collect())
     }
 }

@@ -1,7 +1,18 @@
-//! Cross-sectional (per-date) kernels. The panel's dates are gathered into a date-major
-//! scratch buffer in cache-sized blocks (a cache line per group of eight assets and date)
-//! so that each date's cross-section is contiguous, processed in parallel over dates, and
-//! scattered back.
+//! Cross-sectional (per-date) kernels: `rank`, `scale`, `zscore`, `indneutralize`, and
+//! the tie bookkeeping the scorer's Rank IC shares with them.
+//!
+//! Exactness: a rank is exact, not approximate. Values tie when they are equal doubles
+//! (compared by their order key, so −0 and +0 tie, as pandas has them) and each run of
+//! ties gets the mean of its positions divided by the count of finite cells: the same
+//! bits as pandas `rank(axis=1, pct=True)` computes. It matters because a rank feeds
+//! comparisons, `ts_rank` and correlations downstream, where a split tie flips a result
+//! rather than moving it by an ulp. `scale` and `indneutralize` sum each date in asset
+//! order, the order of a per-date walk, so their sums are the walk's bits too.
+//!
+//! Layout: the panel's dates are gathered into a date-major scratch buffer in
+//! cache-sized blocks (a cache line per group of eight assets and date) so that each
+//! date's cross-section is contiguous, processed in parallel over dates, and scattered
+//! back; the kernels that only sum walk the panel's own groups, a chunk of dates at a time.
 
 use super::netsort::order_key;
 use super::{DisjointCells, Src};

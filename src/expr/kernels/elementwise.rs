@@ -1,6 +1,14 @@
 //! Broadcasting element-wise maps. Every result that would be ±inf becomes NaN, so no
 //! operator can ever emit an infinity (conventions.md: division by zero gives NaN).
 //!
+//! Exactness: each cell is the operator's one IEEE operation on its inputs (no fused
+//! multiply-add, no reassociation), so a fused chain and the same chain computed panel by
+//! panel give the same bits; a rank of the result ties exactly where the reference's does.
+//!
+//! Layout: a map works on the panel's flat buffer (groups of eight assets, date by date;
+//! see `data::panel`) and writes into an input's buffer when it holds the last reference;
+//! a scalar broadcasts to every cell.
+//!
 //! A map whose one consumer is another map is not computed on its own: it returns a
 //! [`Lazy`] value, and the chain (`(close - open) / open * volume`) is computed a run of
 //! cells at a time by the map that needs a panel, in one pass over memory. Measured on an

@@ -1,7 +1,14 @@
 //! Cross-sections with at most [`FEW`] distinct values: comparisons (0/1), signs,
 //! `ts_argmax` and short `ts_rank` results, and the signals built on them (a fifth of
-//! the alpha101 set scores such rows; counting them instead of sorting made the batch 2 % faster, measured
-//! 2026-11-25 on an AMD EPYC, Zen 4).
+//! the alpha101 set scores such rows; counting them instead of sorting made the batch
+//! 2 % faster, measured 2026-11-25 on an AMD EPYC, Zen 4).
+//!
+//! Exactness: the ranks are those of [`rank_row`](super::cross::rank_row) bit for bit
+//! (a tie group's rank is computed by the same expression from the same counts), and a
+//! row is counted only when its distinct values are found exactly, by order key.
+//!
+//! Layout: one date's cross-section, contiguous (the `cross` kernels' date-major copy);
+//! the distinct values and their counts sit in a few registers.
 //!
 //! Why: the sorting network costs the same whatever the data, yet the order of such a row
 //! is known from a count per value: the values ascending, the cells of each value in index

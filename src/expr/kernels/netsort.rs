@@ -11,8 +11,15 @@
 //! every value of the row shares, then its 9-bit index, so a plain key sort is also an
 //! arg-sort. Values equal in those 23 bits come out in index order; [`Packed::sort`]
 //! reports where that leaves a value below its predecessor, so that the caller can finish
-//! the sort (on real cross-sections, about one move per twenty values). Measured against the previous network on 64-bit keys (55
-//! key bits, eight per instruction): half the comparator work for the same layers.
+//! the sort (on real cross-sections, about one move per twenty values). Measured against
+//! the previous network on 64-bit keys (55 key bits, eight per instruction): half the
+//! comparator work for the same layers.
+//!
+//! Exactness: the finished order is the values' exact order (ties in index order), so the
+//! ranks built on it are those of a plain comparison sort; nothing is rounded.
+//!
+//! Layout: a row of at most [`MAX`] values in, packed keys in registers of sixteen `u32`,
+//! sorted keys out in a buffer kept from row to row.
 
 /// The largest row [`Packed::sort`] takes (32 registers of 16 keys).
 /// Maps an f64 to a u64 whose unsigned order is the numeric order (−0.0 and 0.0 equal).
@@ -463,6 +470,7 @@ mod avx512 {
             // SAFETY: only lanes inside `packed` are read; indices lie inside `row`.
             let p = unsafe { _mm512_maskz_loadu_epi32(lanes.into(), src.add(8 * q).cast()) };
             let ix = _mm512_and_si512(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(p)), low);
+            // SAFETY: only the lanes inside `packed` gather, at indices inside `row`.
             let x = unsafe { _mm512_mask_i64gather_pd::<8>(zero, lanes, ix, row.as_ptr()) };
             // order_key, as in pack_finite.
             let b = _mm512_castpd_si512(_mm512_add_pd(x, zero));
@@ -564,9 +572,9 @@ mod avx512 {
         #[target_feature(enable = "avx512f")]
         fn go(m: &[[u32; 16]; 16]) -> [[u32; 16]; 16] {
             let t = transpose16(std::array::from_fn(|i| idx(m[i])));
-            // SAFETY: each register is stored to a 64-byte array.
             std::array::from_fn(|i| {
                 let mut o = [0u32; 16];
+                // SAFETY: each register is stored to a 64-byte array.
                 unsafe { _mm512_storeu_si512(o.as_mut_ptr().cast(), t[i]) };
                 o
             })

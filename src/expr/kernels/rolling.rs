@@ -5,9 +5,18 @@
 //! Every kernel is O(n) in the series length except `ts_rank`, which counts within the
 //! window (O(n·d) with a branch-free, vectorised count).
 //!
-//! Running sums drift and cancel; to stay exact to a few ulps they are recomputed from
-//! scratch once per `d` steps (O(1) amortised) around an anchor near the window mean, and
-//! a run of `d` identical values gives exactly zero variance, as pandas does.
+//! Exactness: running sums drift and cancel; to stay exact to a few ulps they are
+//! recomputed from scratch once per `d` steps (O(1) amortised) around an anchor near the
+//! window mean, and a run of `d` identical values gives exactly zero variance, as pandas
+//! does. `ts_corr` and `ts_cov` windows of at most six days are computed from their own
+//! values, with no running sum: there a drift of an ulp would split values that tie in
+//! exact arithmetic and flip the ranks and comparisons built on them. `delay`, `ts_min`,
+//! `ts_max`, `ts_rank` and the arg-extremes compute nothing but comparisons and copies,
+//! so they are exact; `delta` is one subtraction per cell.
+//!
+//! Layout: each kernel walks one asset's series (contiguous, oldest first), written by
+//! [`per_asset`] from the panel's interleaved groups; the eight-lane kernels in
+//! `lanes` walk a group's eight series in place.
 
 use super::Src;
 use crate::data::{transpose, Panel, LANES};

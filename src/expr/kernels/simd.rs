@@ -1,6 +1,9 @@
 //! AVX-512 idioms the kernels share: the CPU check of the kernels that also count bits,
 //! the lane mask of a row's last, partial block, the scatters that write sorted ranks back
 //! to their stocks, and the mask of finite lanes.
+//!
+//! Exactness: these move and select values, they never compute one, so they keep every
+//! bit. Layout: rows as contiguous `f64` slices, eight lanes per 512-bit register.
 
 use std::arch::x86_64::*;
 

@@ -8,6 +8,10 @@
 //! recompute of the sums once per `d` steps and of an ill-conditioned window. Windows of
 //! at most [`DIRECT_PAIR`] days skip the running sums: each is computed from its own
 //! values, eight lanes at once ([`direct8_avx512`]), as the one-asset walk does there.
+//!
+//! Exactness: every lane's result is the one-asset kernel's, bit for bit (the tests
+//! compare them on every window). Layout: a panel group as stored, date by date with its
+//! eight assets side by side, so one date's eight values are one aligned load.
 
 use super::{corr_of, cov_of, exact_moments, Extreme, DIRECT_PAIR, ILL_CONDITIONED};
 use crate::data::Panel;
@@ -764,8 +768,8 @@ unsafe fn exact_window8<const CORR: bool>(
         vy = _mm512_add_pd(vy, _mm512_mul_pd(v, v));
     }
     let (c, vx, vy) = (by_d1(c), by_d1(vx), by_d1(vy));
-    // SAFETY: the CPU has AVX-512F (this function's own requirement).
     if CORR {
+        // SAFETY: the CPU has AVX-512F (this function's own requirement).
         unsafe { corr8(c, vx, vy, 0) }
     } else {
         c

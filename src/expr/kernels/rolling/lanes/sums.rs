@@ -9,6 +9,8 @@
 //! selects where a window is constant or ill-conditioned. Written with intrinsics: the
 //! compiler turned the same walk over `[f64; 8]` arrays into scalar code per lane (slower
 //! than one asset at a time). Without AVX-512 the one-asset kernels run.
+//!
+//! Layout: a panel group as stored, one date's eight values per aligned load.
 
 use super::{grouped, Src, W};
 use crate::data::Panel;
