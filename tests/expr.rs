@@ -64,6 +64,22 @@ fn errors_name_the_position_and_suggest() {
     assert_eq!((e.pos, e.msg.as_str()), (9, "number '1e400' is beyond the range of a double (about 1.8e308)"));
 }
 
+/// Mining's window cap: an operator's window or an `adv{d}` field longer than it is
+/// refused at compile time, with its position, before anything is evaluated; windows at
+/// the cap compile.
+#[test]
+fn a_window_past_the_cap_is_refused_where_it_is_written() {
+    let capped = |text: &str| Compiler::new(Schema::of(sample()), &NoAlphas).with_max_window(250).add(text).map(|_| ());
+    let e = capped("rank(ts_mean(close, 300))").expect_err("300 days is past the cap");
+    assert_eq!((e.pos, e.msg.as_str()), (21, "the window of ts_mean of 300 days is longer than max_window, 250 days"), "{e}");
+    assert_eq!(e.hint.as_deref(), Some("use a window of at most 250 days"));
+    let e = capped("volume / adv300").expect_err("adv300 is a 300-day window");
+    assert_eq!(e.pos, 10, "{e}");
+    assert!(capped("ts_mean(close, 250) / adv250").is_ok());
+    // Without a cap, the data's length is the only limit.
+    assert!(Compiler::new(Schema::of(sample()), &NoAlphas).add("rank(ts_mean(close, 300))").is_ok());
+}
+
 /// An expression in the grammar's shape, `depth` levels deep, from every operator kind,
 /// with leaves and windows chosen to hit the edges: NaN-making constants, windows of 0,
 /// −1, a fraction, the data's length and beyond, non-constant windows, unknown names.

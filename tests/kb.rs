@@ -105,6 +105,106 @@ fn records_survive_reopen_and_filters_work() {
     assert!(kb.get("rev").expect("get").is_none());
 }
 
+/// Per-date percentile ranks (ties averaged, NaN ignored) of dates `from..to`, date-major,
+/// and their Pearson correlation pooled over cells finite on both sides: a plain f64
+/// computation of what the exact novelty check measures.
+fn direct_rank_corr(a: &alphaloop::data::Panel, b: &alphaloop::data::Panel, from: usize, to: usize) -> f64 {
+    let ranks = |p: &alphaloop::data::Panel| -> Vec<f64> {
+        let mut out = Vec::new();
+        for d in from..to {
+            let row: Vec<f64> = (0..p.n_assets()).map(|s| p.get(d, s)).collect();
+            let mut idx: Vec<usize> = (0..row.len()).filter(|&i| row[i].is_finite()).collect();
+            idx.sort_by(|&i, &j| row[i].total_cmp(&row[j]));
+            let mut r = vec![f64::NAN; row.len()];
+            let mut k = 0;
+            while k < idx.len() {
+                let mut e = k;
+                while e + 1 < idx.len() && row[idx[e + 1]] == row[idx[k]] {
+                    e += 1;
+                }
+                for &i in &idx[k..=e] {
+                    r[i] = ((k + e) as f64 / 2.0 + 1.0) / idx.len() as f64;
+                }
+                k = e + 1;
+            }
+            out.extend(r);
+        }
+        out
+    };
+    let (x, y) = (ranks(a), ranks(b));
+    let pairs: Vec<(f64, f64)> = x.into_iter().zip(y).filter(|(a, b)| a.is_finite() && b.is_finite()).collect();
+    let n = pairs.len() as f64;
+    let (mx, my) = (pairs.iter().map(|p| p.0).sum::<f64>() / n, pairs.iter().map(|p| p.1).sum::<f64>() / n);
+    let cov: f64 = pairs.iter().map(|(a, b)| (a - mx) * (b - my)).sum();
+    let vx: f64 = pairs.iter().map(|(a, _)| (a - mx) * (a - mx)).sum();
+    let vy: f64 = pairs.iter().map(|(_, b)| (b - my) * (b - my)).sum();
+    cov / (vx * vy).sqrt()
+}
+
+/// The exact check: the rank correlation over the whole train panel with every accepted
+/// alpha, the accepted alphas' ranks kept on disk beside the store. A rescaled and a
+/// sign-flipped copy are refused with that reason; the value equals a direct f64
+/// computation; the ranks on disk are keyed by the data and read back unchanged.
+#[test]
+fn exact_novelty_is_the_train_panels_rank_correlation() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut kb = open(dir.path());
+    add(&mut kb, &[def("base", "rank(delta(close, 5))", "five-day momentum"), def("corrvol", "ts_corr(rank(close), rank(volume), 10)", "price-volume correlation")]);
+    let v = view();
+    let ((ts, te), (_, ve)) = (v.train.span(), v.valid.span());
+    let store = kb.rank_store(&v.data, ts, ve);
+    let cells = (te - ts) * v.data.n_assets();
+    let cfg = NoveltyConfig::default();
+    let eval = |code: &str| alphaloop::expr::eval_expr(code, &v.data, &alphaloop::expr::NoAlphas).expect("eval");
+    let check = |code: &str| {
+        let ranks = store.rank(&eval(code));
+        let exact = alphaloop::kb::novelty::Exact { store: &store, candidate: &ranks, data: &v.data, cells };
+        kb.check_novelty("cand", Kind::Expression, code, None, Some(&exact), &cfg).expect("check")
+    };
+    for (code, sign) in [("rank(delta(close, 5)) * 2 + 1", 1.0), ("-1 * delta(close, 5)", -1.0)] {
+        let got = check(code);
+        let (c, with) = (got.novelty.max_corr.expect("measured"), got.novelty.max_corr_with.as_deref());
+        assert!((c - sign).abs() < 1e-6 && with == Some("base") && got.novelty.max_corr_exact, "{code}: {got:?}");
+        let reason = got.reject.expect("a copy is refused");
+        assert!(reason.starts_with("too correlated with accepted alpha base: rank correlation over the train panel"), "{reason}");
+    }
+    // A different signal: its correlation is the larger of a direct f64 computation
+    // against each accepted alpha, within what storing ranks as f32 moves.
+    let code = "rank(ts_std(returns, 20))";
+    let got = check(code);
+    let want = ["base", "corrvol"]
+        .map(|id| (direct_rank_corr(&eval(code), &eval(if id == "base" { "rank(delta(close, 5))" } else { "ts_corr(rank(close), rank(volume), 10)" }), ts, te), id));
+    let best = if want[0].0.abs() >= want[1].0.abs() { want[0] } else { want[1] };
+    assert_eq!(got.novelty.max_corr_with.as_deref(), Some(best.1));
+    assert!((got.novelty.max_corr.expect("measured") - best.0).abs() < 1e-6, "{got:?} against {want:?}");
+    assert!(got.reject.is_none(), "{got:?}");
+    // Kept on disk under the store, keyed by the data: read back bit for bit; other data
+    // (the same cut a day shorter) has its own key.
+    let files: Vec<_> = walk(&dir.path().join("ranks"));
+    assert_eq!(files.len(), 2, "{files:?}");
+    let again = kb.rank_store(&v.data, ts, ve);
+    let stored = again.get_or_compute("base", "rank(delta(close, 5))", || panic!("read from disk, not computed")).expect("read").expect("present");
+    let fresh = again.rank(&eval("rank(delta(close, 5))"));
+    assert!(stored.values().iter().zip(fresh.values()).all(|(a, b)| a.to_bits() == b.to_bits()));
+    let shorter = v.data.truncate_dates(ve - 1);
+    let other = kb.rank_store(&shorter, ts, ve - 1);
+    assert!(other.get_or_compute("base", "rank(delta(close, 5))", || None).expect("no error").is_none(), "ranks of other data were reused");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
 #[test]
 fn novelty_rejects_near_copies_and_keeps_new_signals() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -121,7 +221,7 @@ fn novelty_rejects_near_copies_and_keeps_new_signals() {
     let check = |kb: &Kb, code: &str, cfg: &NoveltyConfig| {
         let sig = alphaloop::expr::eval_expr(code, &view().data, &alphaloop::expr::NoAlphas).expect("eval");
         let b = spec.vector(&view().data, &sig).expect("behaviour");
-        kb.check_novelty("cand", Kind::Expression, code, Some(&b), cfg).expect("check")
+        kb.check_novelty("cand", Kind::Expression, code, Some(&b), None, cfg).expect("check")
     };
     let v = check(&kb, "rank(delta(close, 5)) * 2 + 1", &cfg);
     assert!(v.reject.as_deref().unwrap_or("").contains("base"), "{v:?}");

@@ -13,6 +13,7 @@
 //!
 //! Prompts come from `templates/` and never carry calendar dates or tickers.
 
+pub mod accept;
 pub mod gp;
 pub mod ideas;
 
@@ -52,8 +53,20 @@ pub struct MineConfig {
     pub retrieve_k: usize,
     pub max_nodes: usize,
     pub max_depth: usize,
+    /// The longest window (days) a candidate expression may use: a 250-day window needs a
+    /// year of history before its first value, and longer ones leave train with few dates
+    /// to score and valid with little besides warm-up.
+    pub max_window: usize,
     /// A candidate expression that mixes units (`returns - adv60`) fails the rule checks.
     pub check_units: bool,
+    /// How a candidate that clears the stand-alone bars is judged ([`accept`]).
+    pub accept: Accept,
+    /// The combination-aware rule accepts at a gain t-statistic of at least this ...
+    pub min_gain_t: f64,
+    /// ... and, when set, only if the combination's net Sharpe on valid does not fall.
+    pub sharpe_must_not_fall: bool,
+    /// The set a candidate is combined with: every accepted alpha, or only mined ones.
+    pub base: Base,
     /// Acceptance: Rank IC on train and on valid at least these (the writer chooses the sign).
     pub min_train_rank_ic: f64,
     pub min_valid_rank_ic: f64,
@@ -69,6 +82,31 @@ pub struct MineConfig {
     /// Fields of the data offered to the expression writer beside the standard ones
     /// (`writer_fields` in the config: fundamentals, `cap`, ...).
     pub extra_fields: Vec<String>,
+}
+
+/// The gain t a candidate needs by default (see `docs/mining.md` for the noise rate it
+/// was chosen from).
+pub const DEFAULT_MIN_GAIN_T: f64 = 2.0;
+
+/// The acceptance rule after the stand-alone bars.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Accept {
+    /// What it adds to the combination of the accepted set on valid ([`accept`]).
+    Gain,
+    /// The stand-alone bars alone (train and valid Rank IC, novelty), kept for comparison.
+    Standalone,
+}
+
+/// The set a candidate's gain is measured against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Base {
+    /// Every accepted alpha, the imported seeds too (a set that starts empty judges each
+    /// early candidate against one or two others and keeps what does not last).
+    Seeds,
+    /// Only alphas accepted by mining runs.
+    Accepted,
 }
 
 /// A model's price, USD per million tokens.
@@ -94,7 +132,12 @@ impl Default for MineConfig {
             retrieve_k: 2,
             max_nodes: 40,
             max_depth: 12,
+            max_window: 250,
             check_units: true,
+            accept: Accept::Gain,
+            min_gain_t: DEFAULT_MIN_GAIN_T,
+            sharpe_must_not_fall: false,
+            base: Base::Seeds,
             min_train_rank_ic: 0.002,
             min_valid_rank_ic: 0.0,
             min_coverage: 0.5,
@@ -235,6 +278,14 @@ fn this_run_as_hash<'t>(text: &'t str, run_id: &str) -> std::borrow::Cow<'t, str
     out.into()
 }
 
+fn f2(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.2}")
+    } else {
+        "n/a".into()
+    }
+}
+
 fn f4(x: f64) -> String {
     if x.is_finite() { format!("{x:.4}") } else { "n/a".into() }
 }
@@ -303,6 +354,15 @@ fn distinct_sentences(text: &str, n: usize) -> String {
     out.join(" ")
 }
 
+/// What the loop decides for a candidate ([`Miner::judge_expression`]).
+#[derive(Clone, Debug)]
+pub struct Judged {
+    pub status: Status,
+    pub gain: Option<crate::kb::Gain>,
+    pub novelty: Option<crate::kb::Novelty>,
+    pub metrics: std::collections::BTreeMap<String, Metrics>,
+}
+
 /// One evaluated candidate of the inner loop.
 struct Candidate {
     code: String,
@@ -311,6 +371,8 @@ struct Candidate {
     behaviour: Option<Vec<f32>>,
     novelty: Option<crate::kb::novelty::Verdict>,
     lookahead: Option<crate::sandbox::LookAhead>,
+    /// Its per-date ranks over train then valid (for the novelty check and the gain).
+    ranks: Option<crate::kb::ranks::Ranks>,
     score: f64,
 }
 
@@ -323,6 +385,7 @@ impl Candidate {
             behaviour: None,
             novelty: None,
             lookahead: None,
+            ranks: None,
             score: 0.0,
         }
     }
@@ -367,6 +430,9 @@ pub struct Miner<'a> {
     /// (look-ahead). Built on first use: the Python writer's sandbox keeps its own twin.
     noised: std::sync::OnceLock<crate::data::MarketData>,
     cutoff: usize,
+    /// Ranked signals over train then valid: the accepted alphas' kept on disk, for the
+    /// exact novelty check. Opened on first use (it hashes the whole mining data).
+    ranks: std::sync::OnceLock<crate::kb::ranks::RankStore>,
     /// The Python sandbox over the mining data, when the writer writes Python.
     sandbox: Option<std::sync::Mutex<crate::sandbox::PySandbox>>,
 }
@@ -413,7 +479,7 @@ impl<'a> Miner<'a> {
         };
         let cutoff = crate::sandbox::lookahead::default_cutoff(&view.data);
         let noised = std::sync::OnceLock::new();
-        Ok(Miner { llm, kb, view, sample, cfg, templates, run_id, grammars, writer_system, noised, cutoff, sandbox })
+        Ok(Miner { llm, kb, view, sample, cfg, templates, run_id, grammars, writer_system, noised, cutoff, ranks: Default::default(), sandbox })
     }
 
     fn ask(&self, system: &str, user: String, grammar: Option<&String>, max_tokens: u32, seed: u32, tokens: &mut (u64, u64)) -> Result<String, AgentError> {
@@ -467,7 +533,7 @@ impl<'a> Miner<'a> {
         }
         // `alpha:ID` builds on a record of the KB (the novelty check compares signals, so
         // `alpha:ID` of an accepted ID alone is a copy of it).
-        let mut c = Compiler::new(Schema::of(&self.view.data), self.kb);
+        let mut c = Compiler::new(Schema::of(&self.view.data), self.kb).with_max_window(self.cfg.max_window);
         let root = match c.add(code) {
             Ok(r) => r,
             Err(e) => {
@@ -505,10 +571,42 @@ impl<'a> Miner<'a> {
                 cand.error = Some(format!("coverage {:.2} on train is below {:.2}", m.coverage, self.cfg.min_coverage));
             }
         }
+        let (ts, te) = self.view.train.span();
+        let store = self.rank_store();
+        let ranks = store.rank(sig);
         if !self.cfg.no_kb {
-            cand.novelty = Some(self.kb.check_novelty(id, kind, &cand.code, cand.behaviour.as_deref(), &self.cfg.novelty)?);
+            let exact = crate::kb::novelty::Exact { store, candidate: &ranks, data: &self.view.data, cells: (te - ts) * store.n_assets() };
+            cand.novelty = Some(self.kb.check_novelty(id, kind, &cand.code, cand.behaviour.as_deref(), Some(&exact), &self.cfg.novelty)?);
         }
+        cand.ranks = Some(ranks);
         Ok(())
+    }
+
+    fn rank_store(&self) -> &crate::kb::ranks::RankStore {
+        self.ranks.get_or_init(|| self.kb.rank_store(&self.view.data, self.view.train.span().0, self.view.valid.span().1))
+    }
+
+    /// What `cand` adds to the accepted set's combination on valid, and the reason to
+    /// reject it if that is too little.
+    fn judge_gain(&self, id: &str, cand: &Candidate) -> Result<(crate::kb::Gain, Option<String>), AgentError> {
+        let store = self.rank_store();
+        let ranks = cand.ranks.as_ref().ok_or_else(|| AgentError::Invalid("a candidate with metrics has ranks".into()))?;
+        let base = self.cfg.base;
+        let set = self.kb.accepted_ranks(store, &self.view.data, |r| r.id != id && (base == Base::Seeds || !r.run_id.is_empty()))?;
+        let sign_of = |m: Option<&Metrics>| m.map(|m| m.rank_ic).filter(|v| v.is_finite() && *v != 0.0).map(f64::signum);
+        let members: Vec<accept::Member> =
+            set.into_iter().filter_map(|(r, ranks)| Some(accept::Member { sign: sign_of(r.metrics.get("train"))?, id: r.id, ranks })).collect();
+        let sign = sign_of(cand.metrics.get("train")).unwrap_or(1.0);
+        let g = accept::gain(self.view, store, &members, sign, ranks);
+        let t = self.cfg.min_gain_t;
+        let reason = if !(g.t >= t) {
+            Some(format!("adds too little to the accepted set's combination: valid Rank IC gain {} a day, t {} (needs {t:.2}) over {} alphas", f4(g.mean), f2(g.t), g.set_size))
+        } else if self.cfg.sharpe_must_not_fall && g.sharpe_after < g.sharpe_before {
+            Some(format!("lowers the combination's net Sharpe on valid from {} to {}", f2(g.sharpe_before), f2(g.sharpe_after)))
+        } else {
+            None
+        };
+        Ok((g, reason))
     }
 
     /// A Python factor through the sandbox (which runs the look-ahead check); a refused
@@ -657,6 +755,51 @@ impl<'a> Miner<'a> {
         self.finish(idea, generation, id, best, reviews, parents, tokens, t, done_rounds, true)
     }
 
+    /// Whether a candidate is accepted: its error, the novelty checks and the stand-alone
+    /// bars first, then (the `gain` rule) what it adds to the accepted set's combination.
+    fn decide(&self, id: &str, best: &Candidate) -> Result<(Status, Option<crate::kb::Gain>), AgentError> {
+        let tr = best.metrics.get("train").map(|m| m.rank_ic).filter(|v| v.is_finite());
+        let va = best.metrics.get("valid").map(|m| m.rank_ic).filter(|v| v.is_finite());
+        let status = if let Some(e) = &best.error {
+            Status::Error { message: e.clone() }
+        } else if let Some(r) = best.novelty.as_ref().and_then(|v| v.reject.clone()) {
+            Status::Rejected { reason: r }
+        } else if !(tr.unwrap_or(f64::NAN) >= self.cfg.min_train_rank_ic) {
+            Status::Rejected { reason: below("train", tr, self.cfg.min_train_rank_ic) }
+        } else if !(va.unwrap_or(f64::NAN) >= self.cfg.min_valid_rank_ic) {
+            Status::Rejected { reason: below("valid", va, self.cfg.min_valid_rank_ic) }
+        } else {
+            Status::Accepted
+        };
+        if status != Status::Accepted || self.cfg.accept != Accept::Gain {
+            return Ok((status, None));
+        }
+        let (g, reason) = self.judge_gain(id, best)?;
+        Ok((reason.map_or(Status::Accepted, |reason| Status::Rejected { reason }), Some(g)))
+    }
+
+    /// What the loop would decide for expression `code` as candidate `id`, without storing
+    /// anything: the rule checks, metrics, novelty and the acceptance rule.
+    pub fn judge_expression(&self, id: &str, code: &str) -> Result<Judged, AgentError> {
+        let cand = self.evaluate(id, code)?;
+        let (status, gain) = self.decide(id, &cand)?;
+        Ok(Judged { status, gain, novelty: cand.novelty.map(|v| v.novelty), metrics: cand.metrics })
+    }
+
+    /// [`judge_expression`](Self::judge_expression) for a signal computed elsewhere (a null
+    /// model's shuffle, a program's output), with its gain measured whatever the decision
+    /// (a null model reports the gain of every draw, not only of those the bars let by).
+    pub fn judge_signal(&self, id: &str, code: &str, sig: &crate::data::Panel) -> Result<(Judged, crate::kb::Gain), AgentError> {
+        let mut cand = Candidate::new(code);
+        self.score_signal(&mut cand, id, Kind::Expression, sig)?;
+        let (status, gain) = self.decide(id, &cand)?;
+        let measured = match &gain {
+            Some(g) => g.clone(),
+            None => self.judge_gain(id, &cand)?.0,
+        };
+        Ok((Judged { status, gain, novelty: cand.novelty.map(|v| v.novelty), metrics: cand.metrics }, measured))
+    }
+
     /// The final answer of an idea: evaluated on train and valid (never test), a lesson
     /// (LLM writers), and the record, accepted or not, into the KB.
     #[allow(clippy::too_many_arguments)]
@@ -677,19 +820,16 @@ impl<'a> Miner<'a> {
 
         let tr = best.metrics.get("train").map(|m| m.rank_ic).filter(|v| v.is_finite());
         let va = best.metrics.get("valid").map(|m| m.rank_ic).filter(|v| v.is_finite());
-        let status = if let Some(e) = &best.error {
-            Status::Error { message: e.clone() }
-        } else if let Some(r) = best.novelty.as_ref().and_then(|v| v.reject.clone()) {
-            Status::Rejected { reason: r }
-        } else if !(tr.unwrap_or(f64::NAN) >= self.cfg.min_train_rank_ic) {
-            Status::Rejected { reason: below("train", tr, self.cfg.min_train_rank_ic) }
-        } else if !(va.unwrap_or(f64::NAN) >= self.cfg.min_valid_rank_ic) {
-            Status::Rejected { reason: below("valid", va, self.cfg.min_valid_rank_ic) }
-        } else {
-            Status::Accepted
-        };
+        let (status, gain) = self.decide(&id, &best)?;
         let kind = if self.cfg.python { Kind::Python } else { Kind::Expression };
+        if status == Status::Accepted {
+            // Kept now: a Python factor's ranks could not be computed later without its sandbox.
+            if let Some(r) = &best.ranks {
+                self.rank_store().put(&id, &best.code, r)?;
+            }
+        }
         let mut rec = AlphaRecord::new(&id, kind, &best.code, status.clone());
+        rec.gain = gain;
         rec.name = idea.id.clone();
         rec.idea = idea.hypothesis.clone();
         rec.hypothesis = idea.hypothesis.clone();

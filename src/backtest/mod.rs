@@ -102,7 +102,7 @@ impl Metrics {
 }
 
 /// JSON has no NaN: serde_json writes it as `null`, and this reads `null` back as NaN.
-fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+pub fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
@@ -283,6 +283,7 @@ impl Scorer {
             date: (self.start..self.start + n).collect(),
             gross: vec![f64::NAN; n],
             net: vec![f64::NAN; n],
+            rank_ic: days.iter().flat_map(|b| &b.days).map(|d| d.rank_ic.unwrap_or(f64::NAN)).collect(),
         };
         let m = self.summarise(&days, Some(&mut daily));
         (m, daily)
@@ -813,6 +814,8 @@ pub struct Daily {
     /// The same after costs (`cost_bps` × turnover): the series behind `sharpe`,
     /// `ann_return` and `max_drawdown`.
     pub net: Vec<f64>,
+    /// The date's Rank IC; NaN where undefined (the series behind `rank_ic`).
+    pub rank_ic: Vec<f64>,
 }
 
 /// One scored date of a signal.

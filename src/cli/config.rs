@@ -6,7 +6,7 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// Optional settings file (`--config FILE`, `$ALPHALOOP_CONFIG`, or `./alphaloop.toml`).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Default data file.
@@ -61,6 +61,16 @@ pub struct MineSettings {
     /// The rounds stop early once the judge scores at least this, 0–10 (7), a candidate
     /// that runs, is original and clears the train bar (the rest decide acceptance).
     pub judge_threshold: Option<f64>,
+    /// How a candidate that clears the bars below is judged: `gain` (default), by what it
+    /// adds to the combination of the accepted set on valid, or `standalone`, the bars alone.
+    pub accept: Option<crate::agent::Accept>,
+    /// `gain`: accepted at a gain t-statistic of at least this (2) ...
+    pub min_gain_t: Option<f64>,
+    /// ... and, when true, only if the combination's net Sharpe on valid does not fall (false).
+    pub sharpe_must_not_fall: Option<bool>,
+    /// The set the gain is measured against: `seeds` (every accepted alpha, the imported
+    /// seeds too; default) or `accepted` (only alphas mining accepted).
+    pub base: Option<crate::agent::Base>,
     /// Acceptance: Rank IC on train at least this (0.002) ...
     pub min_train_rank_ic: Option<f64>,
     /// ... and on valid at least this (0) ...
@@ -75,6 +85,9 @@ pub struct MineSettings {
     /// A candidate expression may have this many nodes (40) and this depth (12) at most.
     pub max_nodes: Option<usize>,
     pub max_depth: Option<usize>,
+    /// A candidate expression's windows (an operator's days, an `adv{d}` field's) are at
+    /// most this many trading days (250); a longer one is refused before evaluation.
+    pub max_window: Option<usize>,
     /// A candidate expression that adds, subtracts or compares unlike quantities (a return
     /// and a dollar volume, a price and a share count) fails the rule checks (true).
     pub check_units: Option<bool>,
@@ -91,12 +104,17 @@ impl MineSettings {
         set(&mut n.max_corr, self.max_corr);
         set(&mut n.max_ast_overlap, self.max_ast_overlap);
         set(&mut cfg.rounds, self.rounds);
+        set(&mut cfg.accept, self.accept);
+        set(&mut cfg.min_gain_t, self.min_gain_t);
+        set(&mut cfg.sharpe_must_not_fall, self.sharpe_must_not_fall);
+        set(&mut cfg.base, self.base);
         set(&mut cfg.beta, self.judge_threshold);
         set(&mut cfg.min_train_rank_ic, self.min_train_rank_ic);
         set(&mut cfg.min_valid_rank_ic, self.min_valid_rank_ic);
         set(&mut cfg.min_coverage, self.min_coverage);
         set(&mut cfg.max_nodes, self.max_nodes);
         set(&mut cfg.max_depth, self.max_depth);
+        set(&mut cfg.max_window, self.max_window);
         set(&mut cfg.check_units, self.check_units);
         set(&mut cfg.retrieve_k, self.retrieve_k);
         set(&mut cfg.temperature, self.temperature);
@@ -109,6 +127,10 @@ impl MineSettings {
         MineSettings {
             rounds: Some(c.rounds),
             judge_threshold: Some(c.beta),
+            accept: Some(c.accept),
+            min_gain_t: Some(c.min_gain_t),
+            sharpe_must_not_fall: Some(c.sharpe_must_not_fall),
+            base: Some(c.base),
             min_train_rank_ic: Some(c.min_train_rank_ic),
             min_valid_rank_ic: Some(c.min_valid_rank_ic),
             min_coverage: Some(c.min_coverage),
@@ -116,6 +138,7 @@ impl MineSettings {
             max_ast_overlap: Some(c.novelty.max_ast_overlap),
             max_nodes: Some(c.max_nodes),
             max_depth: Some(c.max_depth),
+            max_window: Some(c.max_window),
             check_units: Some(c.check_units),
             retrieve_k: Some(c.retrieve_k),
             temperature: Some(c.temperature),
@@ -150,6 +173,9 @@ impl MineSettings {
         if let Some(b) = self.judge_threshold.filter(|b| !(b.is_finite() && (0.0..=10.0).contains(b))) {
             return Err(format!("judge_threshold = {b}; give a judge score from 0 to 10"));
         }
+        if let Some(t) = self.min_gain_t.filter(|t| !t.is_finite()) {
+            return Err(format!("min_gain_t = {t}; give a t-statistic (a number)"));
+        }
         ic("min_train_rank_ic", self.min_train_rank_ic)?;
         ic("min_valid_rank_ic", self.min_valid_rank_ic)?;
         frac("min_coverage", self.min_coverage, false)?;
@@ -157,6 +183,7 @@ impl MineSettings {
         frac("max_ast_overlap", self.max_ast_overlap, true)?;
         at_least_1("max_nodes", self.max_nodes)?;
         at_least_1("max_depth", self.max_depth)?;
+        at_least_1("max_window", self.max_window)?;
         if let Some(k) = self.retrieve_k.filter(|&k| k > 20) {
             return Err(format!("retrieve_k = {k}; give 0 to 20 (each record shown takes room in the writer's prompt)"));
         }

@@ -126,6 +126,24 @@ pub enum KbCmd {
         #[arg(long)]
         plot: Option<PathBuf>,
     },
+    /// What mining would decide for expressions, against this knowledge base and the
+    /// `[mine]` settings, without storing anything: rule checks, exact novelty, the
+    /// stand-alone bars and the gain to the accepted set's combination on valid.
+    Judge {
+        /// The expression.
+        #[arg(allow_hyphen_values = true)]
+        expr: String,
+        #[command(flatten)]
+        data: DataArgs,
+        /// A null model: also judge N within-date shuffles of each expression's signal (the
+        /// same values, dealt to other stocks each date: no information) and report the share
+        /// of them the rule accepts, and their gain t-statistics.
+        #[arg(long, value_name = "N")]
+        null: Option<usize>,
+        /// Seed of the shuffles.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
     /// Delete a record (refused while other records name it as `alpha:ID`).
     Rm {
         /// The record's id.
@@ -329,6 +347,7 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
             }
         }
         KbCmd::Import { file, class, data, family } => import(&mut kb, &file, class.as_deref(), &data, &family, cfg, json)?,
+        KbCmd::Judge { expr, data, null, seed } => judge(&mut kb, &expr, &data, null, seed, cfg, json)?,
         KbCmd::Rm { id, force } => {
             if kb.get(&id)?.is_none() {
                 bail!("no record '{id}' in {}", kb.location());
@@ -650,11 +669,27 @@ fn show(r: &AlphaRecord) {
     }
     if let Some(n) = &r.novelty {
         if let (Some(c), Some(w)) = (n.max_corr, &n.max_corr_with) {
-            println!("novelty     max |corr| {c:.3} with {w}");
+            let over = if n.max_corr_exact { "train panel" } else { "behaviour sample" };
+            println!("novelty     max |corr| {c:.3} with {w} ({over})");
         }
         if let (Some(o), Some(w)) = (n.ast_overlap, &n.ast_overlap_with) {
             println!("            AST overlap {:.0}% with {w}", o * 100.0);
         }
+    }
+    if let Some(g) = &r.gain {
+        let f = |x: f64| if x.is_finite() { format!("{x:.4}") } else { "-".into() };
+        println!(
+            "gain        {} Rank IC a day on valid, t {:.2} over {} days, to the {} of {} alphas (Rank IC {} -> {}, net Sharpe {} -> {})",
+            f(g.mean),
+            g.t,
+            g.days,
+            g.combiner,
+            g.set_size,
+            f(g.rank_ic_before),
+            f(g.rank_ic_after),
+            f(g.sharpe_before),
+            f(g.sharpe_after)
+        );
     }
     if let Some(l) = &r.lookahead {
         println!("look-ahead  {l}");
@@ -668,4 +703,80 @@ fn show(r: &AlphaRecord) {
     if !r.run_id.is_empty() {
         println!("run         {} (model {}, {} tokens, ${:.4})", r.run_id, r.model, r.tokens, r.cost_usd);
     }
+}
+
+/// `signal` with each date's values dealt to the stocks in a random order (Fisher-Yates
+/// per date): the same cross-section of values, no information about which stock gets one.
+fn shuffled_within_dates(signal: &crate::data::Panel, rng: &mut u64) -> crate::data::Panel {
+    let (nd, na) = (signal.n_dates(), signal.n_assets());
+    let mut rows = Vec::new();
+    signal.to_date_major(0, nd, &mut rows);
+    for row in rows.chunks_mut(na.max(1)) {
+        for i in (1..row.len()).rev() {
+            row.swap(i, (crate::xorshift(rng) % (i as u64 + 1)) as usize);
+        }
+    }
+    crate::data::Panel::from_date_major(nd, na, &rows)
+}
+
+/// `kb judge`: what mining would decide, and with `--null N` how often the rule accepts
+/// shuffles of the same signal.
+fn judge(kb: &mut Kb, e: &str, data: &DataArgs, null: Option<usize>, seed: u64, cfg: &Config, json: bool) -> Result<()> {
+    use crate::agent::{MineConfig, Miner, Templates};
+    let md = load_data(data, cfg, json)?;
+    let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &md);
+    let view = MiningView::new(&md, &splits, cfg.metrics())?;
+    let sample = kb.behaviour_sample(&md, &splits)?;
+    let mcfg = cfg.mine.apply(MineConfig::default());
+    let kb = &*kb;
+    let miner = Miner::new(&crate::llm::NoModel, kb, &view, sample, mcfg.clone(), Templates::load(&Templates::default_dir())?, "judge".into(), false)?;
+    let j = miner.judge_expression("judge", e)?;
+    let mut nulls: Vec<(bool, f64)> = Vec::new();
+    if let Some(n) = null {
+        let sig = crate::expr::eval_expr(e, &view.data, kb).map_err(|err| anyhow::anyhow!("{}", err.render()))?;
+        let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let pb = super::progress(n as u64, json, "null draws");
+        for k in 0..n {
+            let (jn, g) = miner.judge_signal(&format!("null-{k}"), &format!("null draw {k} of {e}"), &shuffled_within_dates(&sig, &mut rng))?;
+            nulls.push((jn.status == crate::kb::Status::Accepted, g.t));
+            pb.inc(1);
+        }
+        pb.finish_and_clear();
+    }
+    let accepted = nulls.iter().filter(|n| n.0).count();
+    let at_least = |t: f64| nulls.iter().filter(|n| n.1 >= t).count();
+    if json {
+        let null_json = null.map(|n| {
+            serde_json::json!({
+                "draws": n, "accepted": accepted, "gain_t": nulls.iter().map(|x| x.1).collect::<Vec<_>>(),
+                "t_at_least": {"1.5": at_least(1.5), "2": at_least(2.0), "2.5": at_least(2.5), "3": at_least(3.0)},
+            })
+        });
+        let v = serde_json::json!({
+            "expr": e, "status": j.status.keyword(), "reason": j.status.reason(), "gain": j.gain, "novelty": j.novelty, "metrics": j.metrics,
+            "null": null_json,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("{}", j.status);
+    if let Some(g) = &j.gain {
+        println!("gain {:.5} Rank IC a day on valid, t {:.2} over {} days, to the {} of {} alphas", g.mean, g.t, g.days, g.combiner, g.set_size);
+    }
+    if let Some(n) = null {
+        let mut ts: Vec<f64> = nulls.iter().map(|x| x.1).filter(|t| t.is_finite()).collect();
+        ts.sort_by(f64::total_cmp);
+        let q = |p: f64| ts.get(((ts.len() as f64 - 1.0) * p).round() as usize).map_or("-".to_string(), |t| format!("{t:.2}"));
+        println!(
+            "null model: {accepted} of {n} shuffles accepted (min_gain_t {}); gain t median {}, 95th percentile {}; t >= 1.5: {}, 2: {}, 2.5: {}, 3: {}",
+            mcfg.min_gain_t,
+            q(0.5),
+            q(0.95),
+            at_least(1.5),
+            at_least(2.0),
+            at_least(2.5),
+            at_least(3.0)
+        );
+    }
+    Ok(())
 }

@@ -65,6 +65,10 @@ pub struct MineArgs {
     /// Ablation: no retrieval from the knowledge base (and no novelty check).
     #[arg(long)]
     pub no_kb: bool,
+    /// The acceptance rule, as `[mine] accept` (which this overrides): `gain`, what a
+    /// candidate adds to the accepted set's combination on valid, or `standalone`.
+    #[arg(long, value_enum)]
+    pub accept: Option<crate::agent::Accept>,
     /// Stop cleanly once this many tokens were used.
     #[arg(long)]
     pub budget_tokens: Option<u64>,
@@ -99,18 +103,6 @@ struct Shared {
     stop: Option<&'static str>,
     /// Outcomes sent by workers and not yet taken in by the main thread.
     pending: usize,
-}
-
-/// Stands in for the LLM under `--writer gp`, which never asks one.
-struct NoModel;
-
-impl LanguageModel for NoModel {
-    fn chat(&self, _: &crate::llm::ChatRequest) -> Result<crate::llm::Reply, crate::llm::LlmError> {
-        Err(crate::llm::LlmError::Invalid("--writer gp uses no language model".into()))
-    }
-    fn name(&self) -> String {
-        "gp".into()
-    }
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -211,10 +203,13 @@ struct RunPlan {
 
 impl MineSettings {
     /// A recorded run's settings as it mined: runs recorded before a setting existed
-    /// mined without what it turns on (the units check); the rest, once resolved, are the
-    /// defaults (runs recorded before `[mine]` existed) or what was recorded.
+    /// mined without what it turns on (the units check, the window cap: a million days is
+    /// longer than any data, which the compiler refuses anyway); the rest, once resolved,
+    /// are the defaults (runs recorded before `[mine]` existed) or what was recorded.
     fn recorded_as_mined(mut self) -> MineSettings {
         self.check_units.get_or_insert(false);
+        self.max_window.get_or_insert(1_000_000);
+        self.accept.get_or_insert(crate::agent::Accept::Standalone);
         self
     }
 }
@@ -289,6 +284,11 @@ fn read_log(path: &Path) -> Result<Vec<Outcome>> {
 }
 
 pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
+    let mut cfg = cfg.clone();
+    if let Some(a) = args.accept {
+        cfg.mine.accept = Some(a);
+    }
+    let cfg = &cfg;
     if args.resume.as_deref() == Some("") {
         let latest = latest_run(&runs_dir())?.with_context(|| format!("no runs in {} to resume", runs_dir().display()))?;
         eprintln!("resuming {latest}, the run written to last");
@@ -381,7 +381,7 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
     let mut unstarted = UnstartedRun((!run_dir.exists()).then_some(run_dir.as_path()));
     std::fs::create_dir_all(&run_dir).with_context(|| format!("cannot create {}", run_dir.display()))?;
     plan.write(&run_dir)?;
-    let llm: Box<dyn LanguageModel> = if gp { Box::new(NoModel) } else { open_llm(&args, cfg, &run_dir)? };
+    let llm: Box<dyn LanguageModel> = if gp { Box::new(crate::llm::NoModel) } else { open_llm(&args, cfg, &run_dir)? };
     let extra_fields = cfg.writer_fields.clone();
     let mcfg = plan.mine.apply(MineConfig { no_inner_loop: args.no_inner_loop, no_kb: args.no_kb, price, generation_size: args.generation_size.max(1), python, extra_fields, ..MineConfig::default() });
     let summaries_path = run_dir.join("summaries.jsonl");

@@ -205,6 +205,8 @@ pub struct Compiler<'a> {
     /// Alpha ids being expanded (for cycle detection).
     stack: Vec<String>,
     alpha_nodes: HashMap<String, NodeId>,
+    /// The longest window allowed, when a caller limits it (mining's `max_window`).
+    max_window: Option<usize>,
 }
 
 /// Lowered argument: a node, or a group level.
@@ -215,7 +217,14 @@ enum Arg {
 
 impl<'a> Compiler<'a> {
     pub fn new(schema: Schema, resolver: &'a dyn AlphaResolver) -> Compiler<'a> {
-        Compiler { graph: Graph::default(), schema, resolver, stack: Vec::new(), alpha_nodes: HashMap::new() }
+        Compiler { graph: Graph::default(), schema, resolver, stack: Vec::new(), alpha_nodes: HashMap::new(), max_window: None }
+    }
+
+    /// Refuses any window (an operator's, or an `adv{d}` field's) longer than `days`, with
+    /// its position: mining caps windows at what its train period can support.
+    pub fn with_max_window(mut self, days: usize) -> Compiler<'a> {
+        self.max_window = Some(days);
+        self
     }
 
     /// Parses and lowers one expression; returns its root node.
@@ -276,6 +285,10 @@ impl<'a> Compiler<'a> {
                 span,
                 format!("{what} of {days} days is longer than the data ({} dates, {})", self.schema.n_dates, self.schema.span),
             ));
+        }
+        if let Some(max) = self.max_window.filter(|&m| w > m as f64) {
+            return Err(ExprError::at(text, span, format!("{what} of {w} days is longer than max_window, {max} days"))
+                .with_hint(format!("use a window of at most {max} days")));
         }
         Ok(w as usize)
     }

@@ -11,6 +11,7 @@ pub mod behaviour;
 pub mod edge;
 pub mod embed;
 pub mod novelty;
+pub mod ranks;
 pub mod record;
 pub mod retrieve;
 pub mod io;
@@ -18,7 +19,7 @@ pub mod server;
 pub mod store;
 
 pub use behaviour::BehaviourSample;
-pub use record::{AlphaRecord, Kind, Lesson, Novelty, Review, Status};
+pub use record::{AlphaRecord, Gain, Kind, Lesson, Novelty, Review, Status};
 pub use store::{Dims, Filter, Store};
 
 /// A record and its stored behaviour vector (absent for records stored without one).
@@ -114,6 +115,9 @@ pub struct Kb {
     embedder: Arc<dyn Embedder>,
     meta: Meta,
     subtrees: novelty::SubtreeCache,
+    /// Where ranked signals of accepted alphas are kept ([`ranks`]): `ranks/` inside an
+    /// embedded store's directory, else under the cache directory by server and collection.
+    ranks_base: PathBuf,
 }
 
 impl Kb {
@@ -131,7 +135,11 @@ impl Kb {
             Location::Dir(d) => Box::new(edge::EdgeStore::open(d, dims)?),
             Location::Server { url, collection } => Box::new(server::ServerStore::open(url, collection, dims, patience)?),
         };
-        Kb::with_store(store, embedder)
+        let mut kb = Kb::with_store(store, embedder)?;
+        if let Location::Dir(d) = loc {
+            kb.ranks_base = d.join("ranks");
+        }
+        Ok(kb)
     }
 
     pub fn with_store(store: Box<dyn Store>, embedder: Arc<dyn Embedder>) -> Result<Kb, KbError> {
@@ -162,11 +170,18 @@ impl Kb {
                 embedder.name()
             )));
         }
-        Ok(Kb { store, embedder, meta, subtrees: Default::default() })
+        let safe: String = store.location().chars().map(|c| if c.is_ascii_alphanumeric() || "_.-".contains(c) { c } else { '_' }).collect();
+        let ranks_base = crate::cache_dir().join("ranks").join(safe);
+        Ok(Kb { store, embedder, meta, subtrees: Default::default(), ranks_base })
     }
 
     pub fn location(&self) -> String {
         self.store.location()
+    }
+
+    /// The ranked signals of dates `start..end` of `data`, kept beside this knowledge base.
+    pub fn rank_store(&self, data: &crate::data::MarketData, start: usize, end: usize) -> ranks::RankStore {
+        ranks::RankStore::new(&self.ranks_base, data, start, end)
     }
 
     pub fn meta(&self) -> &Meta {

@@ -2,10 +2,14 @@
 //!
 //! * **signal correlation** with every accepted alpha: rejected at |corr| ≥ `max_corr`
 //!   (0.7 by default, WorldQuant BRAIN's self-correlation bar; RD-Agent only drops ≥ 0.99).
-//!   Candidates come from a behaviour-vector search (its cosine is the mean rank correlation
-//!   on the store's sample of 32 train dates × 32 stocks, see [`super::behaviour`]), run with
-//!   the vector and its negation so that a sign-flipped copy is caught too. The correlation
-//!   is that sampled one, not the full train panel's.
+//!   With an [`Exact`] context (mining has one) it is the Pearson correlation of per-date
+//!   ranks pooled over the full train panel, against every accepted alpha the knowledge base
+//!   can evaluate, their ranks kept on disk ([`super::ranks`]). Without one, and for accepted
+//!   alphas it cannot evaluate (Python factors), it is the cosine of behaviour vectors
+//!   (the mean rank correlation on the store's sample of 32 train dates × 32 stocks, see
+//!   [`super::behaviour`]) of the nearest neighbours found with the vector and its
+//!   negation. The sample misses what the panel shows: an alpha accepted with it correlated
+//!   at 0.77 over the full train panel with a published one, above the 0.7 bar.
 //! * **AST overlap** (AlphaAgent): the largest subtree the candidate shares with an accepted
 //!   expression, as a share of the candidate's nodes; rejected at ≥ `max_ast_overlap`
 //!   when the shared subtree has at least `min_subtree` nodes.
@@ -15,6 +19,7 @@
 //!   sign-flipped copy of a failure is not a repeat; it may well succeed.
 
 use super::store::BEHAVIOUR;
+use super::ranks::{pooled_corr, RankStore, Ranks};
 use super::{AlphaRecord, Filter, Kb, KbError, Kind, Novelty};
 use crate::expr::ast::{Expr, ExprKind};
 use serde::{Deserialize, Serialize};
@@ -101,20 +106,47 @@ pub struct Verdict {
     pub repeat: Option<String>,
 }
 
+/// What the exact correlation needs: the candidate's ranks and the accepted alphas'
+/// (computed on `data` when missing), compared over their first `cells` values (the train
+/// dates of a store that holds train then valid).
+pub struct Exact<'a> {
+    pub store: &'a RankStore,
+    pub candidate: &'a Ranks,
+    pub data: &'a crate::data::MarketData,
+    pub cells: usize,
+}
+
 impl Kb {
-    /// Runs both checks for a candidate. `behaviour` is its behaviour vector.
+    /// The correlation with each accepted alpha that has ranks, by id, over the train
+    /// panel (`None` where undefined: a side without spread): one pass over the candidate
+    /// per alpha, in parallel.
+    fn exact_correlations(&self, candidate_id: &str, ex: &Exact<'_>) -> Result<Vec<(String, Option<f64>)>, KbError> {
+        use rayon::prelude::*;
+        let set = self.accepted_ranks(ex.store, ex.data, |r| r.id != candidate_id)?;
+        let cand = &ex.candidate.values()[..ex.cells];
+        Ok(set.par_iter().map(|(r, ranks)| (r.id.clone(), pooled_corr(cand, &ranks.values()[..ex.cells]))).collect())
+    }
+
+    /// Runs both checks for a candidate. `behaviour` is its behaviour vector; `exact`, when
+    /// given, makes the correlation the full train panel's.
     pub fn check_novelty(
         &self,
         candidate_id: &str,
         kind: Kind,
         code: &str,
         behaviour: Option<&[f32]>,
+        exact: Option<&Exact<'_>>,
         cfg: &NoveltyConfig,
     ) -> Result<Verdict, KbError> {
         let mut nov = Novelty::default();
         let mut reject = None;
         let mut repeat = None;
         let accepted = Filter::new().is("status", "accepted");
+        let exact = match exact {
+            Some(ex) => Some(self.exact_correlations(candidate_id, ex)?),
+            None => None,
+        };
+        let measured: std::collections::HashSet<&str> = exact.iter().flatten().map(|(id, _)| id.as_str()).collect();
 
         if let Some(b) = behaviour {
             let neg: Vec<f32> = b.iter().map(|x| -x).collect();
@@ -123,7 +155,7 @@ impl Kb {
             for (sign, q) in [(1.0, b), (-1.0, &neg[..])] {
                 for (score, doc) in self.nearest(BEHAVIOUR, q, &accepted, cfg.neighbours, false)? {
                     let Ok(r) = self.decode_doc(&doc) else { continue };
-                    if r.id == candidate_id {
+                    if r.id == candidate_id || measured.contains(r.id.as_str()) {
                         continue;
                     }
                     let corr = sign * score as f64;
@@ -139,6 +171,19 @@ impl Kb {
                     nov.max_corr_with = Some(r.id.clone());
                 }
             }
+        }
+        // Exact values win over sampled ones of other alphas only when larger, as any
+        // correlation does; equal ones go to the smaller id, whatever order they came in.
+        let mut exact = exact.unwrap_or_default();
+        exact.sort_by(|a, b| a.0.cmp(&b.0));
+        for (id, corr) in exact.into_iter().filter_map(|(id, c)| Some((id, c?))) {
+            if nov.max_corr.is_none_or(|m: f64| corr.abs() > m.abs()) {
+                nov.max_corr = Some(corr);
+                nov.max_corr_with = Some(id);
+                nov.max_corr_exact = true;
+            }
+        }
+        if let Some(b) = behaviour {
             for (score, doc) in self.nearest(BEHAVIOUR, b, &Filter::new(), 2, false)? {
                 let Ok(r) = self.decode_doc(&doc) else { continue };
                 if score >= REPEAT_COSINE && r.id != candidate_id {
@@ -146,10 +191,11 @@ impl Kb {
                     break;
                 }
             }
-            if let (Some(c), Some(w)) = (nov.max_corr, &nov.max_corr_with) {
-                if c.abs() >= cfg.max_corr {
-                    reject = Some(format!("too correlated with accepted alpha {w}: signal correlation {c:.3} (limit ±{:.2})", cfg.max_corr));
-                }
+        }
+        if let (Some(c), Some(w)) = (nov.max_corr, &nov.max_corr_with) {
+            if c.abs() >= cfg.max_corr {
+                let over = if nov.max_corr_exact { "rank correlation over the train panel" } else { "signal correlation on the behaviour sample" };
+                reject = Some(format!("too correlated with accepted alpha {w}: {over} {c:.3} (limit ±{:.2})", cfg.max_corr));
             }
         }
 

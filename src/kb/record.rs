@@ -80,9 +80,40 @@ pub struct Novelty {
     /// Largest |signal correlation| with an accepted alpha, and which one.
     pub max_corr: Option<f64>,
     pub max_corr_with: Option<String>,
+    /// Whether `max_corr` is the full train panel's rank correlation (else the behaviour
+    /// sample's; records stored before the exact check have the sample's).
+    #[serde(default)]
+    pub max_corr_exact: bool,
     /// Largest common subtree with an accepted alpha, as a share of this alpha's nodes.
     pub ast_overlap: Option<f64>,
     pub ast_overlap_with: Option<String>,
+}
+
+/// What an alpha added, when it was judged, to a fixed combination of the accepted set on
+/// valid (see `agent::accept`). NaN (JSON `null`) where undefined: the "before" figures of
+/// an empty set.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+pub struct Gain {
+    /// The combiner (`signed-mean`).
+    pub combiner: String,
+    /// Alphas in the set, without this one.
+    pub set_size: usize,
+    /// Mean daily difference of the combination's Rank IC with and without this alpha ...
+    #[serde(deserialize_with = "crate::backtest::nan_if_null")]
+    pub mean: f64,
+    /// ... its t-statistic (Newey-West over horizon − 1 lags) and the days it is over.
+    #[serde(deserialize_with = "crate::backtest::nan_if_null")]
+    pub t: f64,
+    pub days: usize,
+    #[serde(deserialize_with = "crate::backtest::nan_if_null")]
+    pub rank_ic_before: f64,
+    #[serde(deserialize_with = "crate::backtest::nan_if_null")]
+    pub rank_ic_after: f64,
+    /// The combination's net long-short Sharpe on valid without and with it.
+    #[serde(deserialize_with = "crate::backtest::nan_if_null")]
+    pub sharpe_before: f64,
+    #[serde(deserialize_with = "crate::backtest::nan_if_null")]
+    pub sharpe_after: f64,
 }
 
 /// One alpha attempt.
@@ -121,6 +152,10 @@ pub struct AlphaRecord {
     pub status: Status,
     #[serde(default)]
     pub novelty: Option<Novelty>,
+    /// What it added to the accepted set's combination (candidates that reached the
+    /// combination-aware rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gain: Option<Gain>,
     /// Look-ahead check verdict (`clean`, or what was read from the future).
     #[serde(default)]
     pub lookahead: Option<String>,
@@ -161,6 +196,7 @@ impl AlphaRecord {
             lessons: Vec::new(),
             status,
             novelty: None,
+            gain: None,
             lookahead: None,
             run_id: String::new(),
             model: String::new(),

@@ -102,6 +102,19 @@ pub trait LanguageModel: Send + Sync {
     fn name(&self) -> String;
 }
 
+/// The model of a loop that asks none (`--writer gp`, or judging alphas alone): any call
+/// is an error.
+pub struct NoModel;
+
+impl LanguageModel for NoModel {
+    fn chat(&self, _: &ChatRequest) -> Result<Reply, LlmError> {
+        Err(LlmError::Invalid("this loop uses no language model (--writer gp)".into()))
+    }
+    fn name(&self) -> String {
+        "gp".into()
+    }
+}
+
 /// Where the default GGUF lives (assembled by `scripts/setup`).
 pub fn default_gguf() -> std::path::PathBuf {
     crate::cache_dir().join("models/qwen2.5-coder-0.5b-instruct.gguf")
