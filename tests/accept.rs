@@ -113,3 +113,39 @@ fn an_empty_base_measures_the_candidate_alone() {
     assert!(g.rank_ic_before.is_nan() && (g.rank_ic_after - j.metrics["valid"].rank_ic).abs() < 1e-12, "{g:?}");
     assert!((g.mean - j.metrics["valid"].rank_ic).abs() < 1e-12, "{g:?}");
 }
+
+/// Leave-one-out contributions equal the gain of each member added back to the others,
+/// computed from scratch; stored on the records, `kb top --by contribution` ranks by them.
+#[test]
+fn contributions_are_leave_one_out_gains_and_rank_the_set() {
+    use alphaloop::agent::accept::{contributions, gain, Member};
+    let dir = tempfile::tempdir().expect("tmp");
+    let ids = ["alpha101_004", "alpha101_019", "alpha101_069", "alpha101_073"];
+    let kb = kb_with(dir.path(), &ids);
+    let v = view();
+    let store = kb.rank_store(&v.data, v.train.span().0, v.valid.span().1);
+    let set = kb.accepted_ranks(&store, &v.data, |_| true).expect("ranks");
+    let members: Vec<Member> = set.iter().map(|(r, k)| Member { id: r.id.clone(), sign: r.metrics["train"].rank_ic.signum(), ranks: k.clone() }).collect();
+    let loo = contributions(v, &store, &members);
+    assert_eq!(loo.len(), ids.len());
+    for (j, m) in members.iter().enumerate() {
+        let others: Vec<Member> = members.iter().filter(|o| o.id != m.id).map(|o| Member { id: o.id.clone(), sign: o.sign, ranks: o.ranks.clone() }).collect();
+        let direct = gain(v, &store, &others, m.sign, &m.ranks);
+        assert_eq!(loo[j].set_size, ids.len() - 1);
+        assert!((loo[j].mean - direct.mean).abs() < 1e-12 && (loo[j].t - direct.t).abs() < 1e-9, "{}: {:?} against {direct:?}", m.id, loo[j]);
+    }
+    // Kept on the records (their vectors untouched), and ranked by.
+    let mut recs: Vec<_> = set.into_iter().map(|(r, _)| r).collect();
+    for (r, g) in recs.iter_mut().zip(&loo) {
+        r.contribution = Some(g.clone());
+    }
+    kb.update(&recs).expect("updated");
+    let top = kb.top("contribution", "valid", 4, &alphaloop::kb::Filter::new()).expect("top");
+    let means: Vec<f64> = top.iter().map(|r| r.contribution.as_ref().expect("kept").mean).collect();
+    assert!(means.windows(2).all(|w| w[0] >= w[1]), "{means:?}");
+    let best = loo.iter().map(|g| g.mean).fold(f64::NEG_INFINITY, f64::max);
+    assert_eq!(means[0], best);
+    let again = kb.get_with_behaviour("alpha101_004").expect("get").expect("stored");
+    assert!(again.1.is_some(), "the behaviour vector survives an update");
+    assert!(kb.top("contribution", "train", 4, &alphaloop::kb::Filter::new()).expect("top").is_empty(), "a contribution is valid's");
+}

@@ -339,6 +339,42 @@ fn a_recorded_python_run_replays_through_the_sandbox() {
     assert!(r.status.reason().starts_with("train Rank IC 0.0009 is below 0.002"), "{}", r.status.reason());
 }
 
+/// Under the gain rule every accepted alpha records what it added when it was judged and
+/// its current leave-one-out contribution, kept current as later ones join the set;
+/// `kb top --by contribution` ranks by it. (The bars are lowered and only exact copies are
+/// refused, so that the sample's few genetic candidates get in: the rule itself is tested
+/// on its own in tests/accept.rs.)
+#[test]
+fn accepted_alphas_keep_their_gain_and_a_current_contribution() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = config(dir.path(), &common::shared("data/sp500_sample.parquet"));
+    let base = std::fs::read_to_string(&cfg).expect("config");
+    std::fs::write(&cfg, format!("{base}\n[mine]\nmin_gain_t = -100\nmin_train_rank_ic = -1\nmin_valid_rank_ic = -1\nmax_corr = 1\n")).expect("config");
+    let runs = dir.path().join("runs");
+    let out = mine(&cfg, &runs, &["--writer", "gp", "--ideas", "12", "--run-id", "g", "--json"]).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let kb = Kb::open(&Location::Dir(dir.path().join("kb")), alphaloop::kb::default_embedder(None).expect("model")).expect("kb");
+    let mut accepted = kb.records(&Filter::new().is("status", "accepted")).expect("records");
+    accepted.sort_by(|a, b| a.id.cmp(&b.id));
+    let all: Vec<String> = kb.records(&Filter::new()).expect("records").iter().map(|r| format!("{} {} {}", r.id, r.status, r.code)).collect();
+    assert!(accepted.len() >= 3, "{} accepted: {all:#?}", accepted.len());
+    for (k, r) in accepted.iter().enumerate() {
+        let g = r.gain.as_ref().expect("the gain it was judged by");
+        assert_eq!(g.set_size, k, "{}: judged against the alphas accepted before it", r.id);
+        let c = r.contribution.as_ref().expect("a contribution");
+        assert_eq!(c.set_size, accepted.len() - 1, "{}: kept current as the set grew", r.id);
+        assert!(c.mean.is_finite() && c.t.is_finite(), "{c:?}");
+    }
+    // The last one's contribution is its gain: the set it was judged against is the rest.
+    let last = accepted.last().expect("one");
+    assert_eq!(last.contribution.as_ref().map(|c| c.mean.to_bits()), last.gain.as_ref().map(|g| g.mean.to_bits()));
+    drop(kb);
+    let top = common::kb_cli(&cfg, &dir.path().join("kb"), &["--json", "top", "--by", "contribution", "--split", "valid", "-n", "2"]);
+    let top: serde_json::Value = serde_json::from_str(&top).expect("json");
+    let means: Vec<f64> = top.as_array().expect("array").iter().map(|r| r["contribution"]["mean"].as_f64().expect("a mean")).collect();
+    assert!(means.len() == 2 && means[0] >= means[1], "{means:?}");
+}
+
 /// `--resume` continues a run as it was started (its run.json): to the ideas it was given,
 /// with its writer; a setting given otherwise is refused, not mixed into the run.
 #[test]

@@ -30,32 +30,72 @@ pub struct Member {
     pub ranks: Arc<Ranks>,
 }
 
-/// The signed mean of `members` (and `extra`) on the valid dates, as a panel of the mining
-/// data's shape (NaN outside valid, and where no member is finite).
-fn signed_mean(view: &MiningView, store: &RankStore, members: &[Member], extra: Option<(f64, &Ranks)>) -> Panel {
-    let na = store.n_assets();
-    let (ts, _) = view.train.span();
-    let (vs, ve) = view.valid.span();
-    let cells = (vs - ts) * na..(ve - ts) * na;
-    let mut sum = vec![0f64; cells.len()];
-    let mut count = vec![0u32; cells.len()];
-    let all = members.iter().map(|m| (m.sign, m.ranks.values())).chain(extra.map(|(s, r)| (s, r.values())));
-    for (sign, values) in all {
-        for ((s, c), &r) in sum.iter_mut().zip(count.iter_mut()).zip(&values[cells.clone()]) {
+/// The signed mean's running sums over the valid cells: alphas go in and out in one pass
+/// over their ranks each, so a leave-one-out needs no pass over the rest.
+#[derive(Clone)]
+struct Combination {
+    sum: Vec<f64>,
+    count: Vec<u32>,
+    /// The valid cells' range in a store's rows (train, then valid).
+    cells: std::ops::Range<usize>,
+}
+
+impl Combination {
+    fn new(view: &MiningView, store: &RankStore) -> Combination {
+        let na = store.n_assets();
+        let (ts, _) = view.train.span();
+        let (vs, ve) = view.valid.span();
+        let cells = (vs - ts) * na..(ve - ts) * na;
+        Combination { sum: vec![0.0; cells.len()], count: vec![0; cells.len()], cells }
+    }
+
+    /// Adds (`sign`) or removes (`-sign`, `out`) an alpha's centred ranks.
+    fn add(&mut self, sign: f64, ranks: &Ranks, out: bool) {
+        let (w, k) = if out { (-sign, u32::MAX) } else { (sign, 1) };
+        for ((s, c), &r) in self.sum.iter_mut().zip(self.count.iter_mut()).zip(&ranks.values()[self.cells.clone()]) {
             if r.is_finite() {
-                *s += sign * (r as f64 - 0.5);
-                *c += 1;
+                *s += w * (r as f64 - 0.5);
+                // Wrapping: adding u32::MAX is subtracting one.
+                *c = c.wrapping_add(k);
             }
         }
     }
-    let n_dates = view.data.n_dates();
-    let mut rows = vec![f64::NAN; n_dates * na];
-    for ((o, s), c) in rows[vs * na..ve * na].iter_mut().zip(&sum).zip(&count) {
-        if *c > 0 {
-            *o = s / *c as f64;
+
+    /// The mean as a panel of the mining data's shape (NaN outside valid, and where no
+    /// alpha is finite).
+    fn panel(&self, view: &MiningView, na: usize) -> Panel {
+        let n_dates = view.data.n_dates();
+        let (vs, ve) = view.valid.span();
+        let mut rows = vec![f64::NAN; n_dates * na];
+        for ((o, s), c) in rows[vs * na..ve * na].iter_mut().zip(&self.sum).zip(&self.count) {
+            if *c > 0 {
+                *o = s / *c as f64;
+            }
         }
+        Panel::from_date_major(n_dates, na, &rows)
     }
-    Panel::from_date_major(n_dates, na, &rows)
+}
+
+/// The gain of going from the combination scored as `before` to the one scored as
+/// `after` (`before` is `None` for an empty set: every day's Rank IC is then 0).
+fn compare(view: &MiningView, set_size: usize, before: Option<&(crate::backtest::Metrics, crate::backtest::Daily)>, after: &(crate::backtest::Metrics, crate::backtest::Daily)) -> Gain {
+    let diffs: Vec<f64> = match before {
+        Some((_, db)) => after.1.rank_ic.iter().zip(&db.rank_ic).map(|(a, b)| a - b).filter(|d| d.is_finite()).collect(),
+        None => after.1.rank_ic.iter().copied().filter(|d| d.is_finite()).collect(),
+    };
+    let lags = view.valid.config().horizon.saturating_sub(1);
+    let (mean, t) = mean_t(&diffs, lags);
+    Gain {
+        combiner: "signed-mean".into(),
+        set_size,
+        mean,
+        t,
+        days: diffs.len(),
+        rank_ic_before: before.map_or(f64::NAN, |b| b.0.rank_ic),
+        rank_ic_after: after.0.rank_ic,
+        sharpe_before: before.map_or(f64::NAN, |b| b.0.sharpe),
+        sharpe_after: after.0.sharpe,
+    }
 }
 
 /// Mean of `d` and its t-statistic, with Newey-West's standard error over `lags` lags
@@ -81,30 +121,37 @@ pub fn mean_t(d: &[f64], lags: usize) -> (f64, f64) {
 /// What the candidate (its ranks, signed by `sign`) adds to `members`' combination on
 /// valid.
 pub fn gain(view: &MiningView, store: &RankStore, members: &[Member], sign: f64, cand: &Ranks) -> Gain {
-    let (before, db) = view.valid.score_daily(&signed_mean(view, store, members, None));
-    let (after, da) = view.valid.score_daily(&signed_mean(view, store, members, Some((sign, cand))));
-    // An empty set has no combination: every day's Rank IC without the candidate is 0.
-    let diffs: Vec<f64> = da
-        .rank_ic
-        .iter()
-        .zip(&db.rank_ic)
-        .filter(|(a, _)| a.is_finite())
-        .map(|(a, b)| a - if members.is_empty() { 0.0 } else { *b })
-        .filter(|d| d.is_finite())
-        .collect();
-    let lags = view.valid.config().horizon.saturating_sub(1);
-    let (mean, t) = mean_t(&diffs, lags);
-    Gain {
-        combiner: "signed-mean".into(),
-        set_size: members.len(),
-        mean,
-        t,
-        days: diffs.len(),
-        rank_ic_before: if members.is_empty() { f64::NAN } else { before.rank_ic },
-        rank_ic_after: after.rank_ic,
-        sharpe_before: if members.is_empty() { f64::NAN } else { before.sharpe },
-        sharpe_after: after.sharpe,
+    let na = store.n_assets();
+    let mut c = Combination::new(view, store);
+    for m in members {
+        c.add(m.sign, &m.ranks, false);
     }
+    let before = (!members.is_empty()).then(|| view.valid.score_daily(&c.panel(view, na)));
+    c.add(sign, cand, false);
+    let after = view.valid.score_daily(&c.panel(view, na));
+    compare(view, members.len(), before.as_ref(), &after)
+}
+
+/// Each member's marginal contribution: the gain of adding it back to the set without it
+/// (leave-one-out), in the order given.
+pub fn contributions(view: &MiningView, store: &RankStore, members: &[Member]) -> Vec<Gain> {
+    let na = store.n_assets();
+    let mut c = Combination::new(view, store);
+    for m in members {
+        c.add(m.sign, &m.ranks, false);
+    }
+    let all = view.valid.score_daily(&c.panel(view, na));
+    members
+        .iter()
+        .map(|m| {
+            // Each leave-one-out is the full sums less that one member, on a copy: removing
+            // and re-adding in place would carry rounding from member to member.
+            let mut w = c.clone();
+            w.add(m.sign, &m.ranks, true);
+            let without = (members.len() > 1).then(|| view.valid.score_daily(&w.panel(view, na)));
+            compare(view, members.len() - 1, without.as_ref(), &all)
+        })
+        .collect()
 }
 
 #[cfg(test)]

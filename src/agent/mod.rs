@@ -278,6 +278,12 @@ fn this_run_as_hash<'t>(text: &'t str, run_id: &str) -> std::borrow::Cow<'t, str
     out.into()
 }
 
+/// The sign of a train Rank IC, the direction an alpha enters the combination in; `None`
+/// where it is undefined or zero.
+fn train_sign(m: Option<&Metrics>) -> Option<f64> {
+    m.map(|m| m.rank_ic).filter(|v| v.is_finite() && *v != 0.0).map(f64::signum)
+}
+
 fn f2(x: f64) -> String {
     if x.is_finite() {
         format!("{x:.2}")
@@ -586,18 +592,27 @@ impl<'a> Miner<'a> {
         self.ranks.get_or_init(|| self.kb.rank_store(&self.view.data, self.view.train.span().0, self.view.valid.span().1))
     }
 
+    /// The accepted set a candidate `id` is combined with (`base`), with signs and ranks.
+    fn members(&self, id: &str) -> Result<Vec<(AlphaRecord, accept::Member)>, AgentError> {
+        let base = self.cfg.base;
+        let set = self.kb.accepted_ranks(self.rank_store(), &self.view.data, |r| r.id != id && (base == Base::Seeds || !r.run_id.is_empty()))?;
+        Ok(set
+            .into_iter()
+            .filter_map(|(r, ranks)| {
+                let sign = train_sign(r.metrics.get("train"))?;
+                let m = accept::Member { sign, id: r.id.clone(), ranks };
+                Some((r, m))
+            })
+            .collect())
+    }
+
     /// What `cand` adds to the accepted set's combination on valid, and the reason to
     /// reject it if that is too little.
     fn judge_gain(&self, id: &str, cand: &Candidate) -> Result<(crate::kb::Gain, Option<String>), AgentError> {
-        let store = self.rank_store();
         let ranks = cand.ranks.as_ref().ok_or_else(|| AgentError::Invalid("a candidate with metrics has ranks".into()))?;
-        let base = self.cfg.base;
-        let set = self.kb.accepted_ranks(store, &self.view.data, |r| r.id != id && (base == Base::Seeds || !r.run_id.is_empty()))?;
-        let sign_of = |m: Option<&Metrics>| m.map(|m| m.rank_ic).filter(|v| v.is_finite() && *v != 0.0).map(f64::signum);
-        let members: Vec<accept::Member> =
-            set.into_iter().filter_map(|(r, ranks)| Some(accept::Member { sign: sign_of(r.metrics.get("train"))?, id: r.id, ranks })).collect();
-        let sign = sign_of(cand.metrics.get("train")).unwrap_or(1.0);
-        let g = accept::gain(self.view, store, &members, sign, ranks);
+        let members: Vec<accept::Member> = self.members(id)?.into_iter().map(|(_, m)| m).collect();
+        let sign = train_sign(cand.metrics.get("train")).unwrap_or(1.0);
+        let g = accept::gain(self.view, self.rank_store(), &members, sign, ranks);
         let t = self.cfg.min_gain_t;
         let reason = if !(g.t >= t) {
             Some(format!("adds too little to the accepted set's combination: valid Rank IC gain {} a day, t {} (needs {t:.2}) over {} alphas", f4(g.mean), f2(g.t), g.set_size))
@@ -607,6 +622,23 @@ impl<'a> Miner<'a> {
             None
         };
         Ok((g, reason))
+    }
+
+    /// Once `rec` is accepted: every member's leave-one-out contribution to the set that
+    /// now holds it, `rec`'s set on it and the others' rewritten in the store.
+    fn update_contributions(&self, rec: &mut AlphaRecord) -> Result<(), AgentError> {
+        let Some(sign) = train_sign(rec.metrics.get("train")) else { return Ok(()) };
+        let (mut others, mut members): (Vec<AlphaRecord>, Vec<accept::Member>) = self.members(&rec.id)?.into_iter().unzip();
+        // Its ranks, as kept a moment ago.
+        let Some(own) = self.rank_store().get_or_compute(&rec.id, &rec.code, || None)? else { return Ok(()) };
+        members.push(accept::Member { id: rec.id.clone(), sign, ranks: own });
+        let mut gains = accept::contributions(self.view, self.rank_store(), &members);
+        rec.contribution = gains.pop();
+        for (r, g) in others.iter_mut().zip(gains) {
+            r.contribution = Some(g);
+        }
+        self.kb.update(&others)?;
+        Ok(())
     }
 
     /// A Python factor through the sandbox (which runs the look-ahead check); a refused
@@ -830,6 +862,10 @@ impl<'a> Miner<'a> {
         }
         let mut rec = AlphaRecord::new(&id, kind, &best.code, status.clone());
         rec.gain = gain;
+        rec.metrics = best.metrics.clone();
+        if status == Status::Accepted && self.cfg.accept == Accept::Gain {
+            self.update_contributions(&mut rec)?;
+        }
         rec.name = idea.id.clone();
         rec.idea = idea.hypothesis.clone();
         rec.hypothesis = idea.hypothesis.clone();

@@ -691,6 +691,10 @@ fn show(r: &AlphaRecord) {
             f(g.sharpe_after)
         );
     }
+    if let Some(c) = &r.contribution {
+        let f = |x: f64| if x.is_finite() { format!("{x:.4}") } else { "-".into() };
+        println!("contribution {} Rank IC a day on valid, t {:.2}: what the {} of {} others loses without it", f(c.mean), c.t, c.combiner, c.set_size);
+    }
     if let Some(l) = &r.lookahead {
         println!("look-ahead  {l}");
     }

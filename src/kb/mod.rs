@@ -261,6 +261,21 @@ impl Kb {
         self.store.upsert(points)
     }
 
+    /// Rewrites stored records' fields other than their text (metrics, contributions,
+    /// status), keeping the vectors they have: nothing is embedded again. Records not in
+    /// the store are refused.
+    pub fn update(&self, recs: &[AlphaRecord]) -> Result<(), KbError> {
+        let ids: Vec<u64> = recs.iter().map(|r| record::point_id(&r.id)).collect();
+        let docs: std::collections::HashMap<u64, Doc> = self.store.get(&ids, true)?.into_iter().map(|d| (d.id, d)).collect();
+        let mut points = Vec::with_capacity(recs.len());
+        for (r, id) in recs.iter().zip(ids) {
+            let d = docs.get(&id).ok_or_else(|| KbError::NotFound(r.id.clone()))?;
+            let vectors = [IDEA, CODE, BEHAVIOUR].into_iter().filter_map(|n| d.vectors.iter().find(|(m, _)| m == n).map(|(_, v)| (n, v.clone()))).collect();
+            points.push(Point { id, vectors, payload: alpha_payload(r)? });
+        }
+        self.store.upsert(points)
+    }
+
     /// Stores a lesson (its text is embedded on the `idea` vector).
     pub fn put_lesson(&self, lesson: &Lesson) -> Result<(), KbError> {
         let v = self.embedder.embed(std::slice::from_ref(&lesson.text))?.pop().unwrap_or_default();
@@ -334,8 +349,8 @@ impl Kb {
 
     /// Records ranked by a metric on a split (best first; records without it are left out).
     pub fn top(&self, by: &str, split: &str, n: usize, filter: &Filter) -> Result<Vec<AlphaRecord>, KbError> {
-        if !record::METRIC_NAMES.contains(&by) {
-            return Err(KbError::Invalid(format!("unknown metric '{by}'; one of {}", record::METRIC_NAMES.join(", "))));
+        if !record::METRIC_NAMES.contains(&by) && by != "contribution" {
+            return Err(KbError::Invalid(format!("unknown metric '{by}'; one of {}, contribution", record::METRIC_NAMES.join(", "))));
         }
         if split != "train" && split != "valid" {
             // Records hold train and valid metrics only: the test period is never scored

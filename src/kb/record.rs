@@ -156,6 +156,10 @@ pub struct AlphaRecord {
     /// combination-aware rule).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gain: Option<Gain>,
+    /// An accepted alpha's marginal contribution to the current accepted set (leave-one-out:
+    /// the gain of adding it back to the set without it), kept current as the set grows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contribution: Option<Gain>,
     /// Look-ahead check verdict (`clean`, or what was read from the future).
     #[serde(default)]
     pub lookahead: Option<String>,
@@ -197,6 +201,7 @@ impl AlphaRecord {
             status,
             novelty: None,
             gain: None,
+            contribution: None,
             lookahead: None,
             run_id: String::new(),
             model: String::new(),
@@ -208,6 +213,10 @@ impl AlphaRecord {
 
     /// A metric by name on a split (`None` when absent or not finite).
     pub fn metric(&self, split: &str, name: &str) -> Option<f64> {
+        if name == "contribution" {
+            // Measured on valid, in Rank IC a day.
+            return self.contribution.as_ref().filter(|_| split == "valid").map(|c| c.mean).filter(|v| v.is_finite());
+        }
         let m = self.metrics.get(split)?;
         metric_of(m, name).filter(|v| v.is_finite())
     }
