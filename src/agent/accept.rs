@@ -132,6 +132,18 @@ pub fn gain(view: &MiningView, store: &RankStore, members: &[Member], sign: f64,
     compare(view, members.len(), before.as_ref(), &after)
 }
 
+/// The valid metrics of `members`' combination (default metrics for an empty set).
+pub fn combination_metrics(view: &MiningView, store: &RankStore, members: &[Member]) -> crate::backtest::Metrics {
+    if members.is_empty() {
+        return Default::default();
+    }
+    let mut c = Combination::new(view, store);
+    for m in members {
+        c.add(m.sign, &m.ranks, false);
+    }
+    view.valid.score(&c.panel(view, store.n_assets()))
+}
+
 /// Each member's marginal contribution: the gain of adding it back to the set without it
 /// (leave-one-out), in the order given.
 pub fn contributions(view: &MiningView, store: &RankStore, members: &[Member]) -> Vec<Gain> {

@@ -16,6 +16,7 @@
 pub mod accept;
 pub mod gp;
 pub mod ideas;
+pub mod recheck;
 
 use crate::backtest::{Metrics, MiningView};
 use crate::expr::{evaluate, Compiler, Schema};
@@ -86,7 +87,7 @@ pub struct MineConfig {
 
 /// The gain t a candidate needs by default (see `docs/mining.md` for the noise rate it
 /// was chosen from).
-pub const DEFAULT_MIN_GAIN_T: f64 = 2.0;
+pub const DEFAULT_MIN_GAIN_T: f64 = 2.5;
 
 /// The acceptance rule after the stand-alone bars.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

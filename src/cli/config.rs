@@ -64,7 +64,7 @@ pub struct MineSettings {
     /// How a candidate that clears the bars below is judged: `gain` (default), by what it
     /// adds to the combination of the accepted set on valid, or `standalone`, the bars alone.
     pub accept: Option<crate::agent::Accept>,
-    /// `gain`: accepted at a gain t-statistic of at least this (2) ...
+    /// `gain`: accepted at a gain t-statistic of at least this (2.5) ...
     pub min_gain_t: Option<f64>,
     /// ... and, when true, only if the combination's net Sharpe on valid does not fall (false).
     pub sharpe_must_not_fall: Option<bool>,

@@ -144,6 +144,17 @@ pub enum KbCmd {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Applies the current acceptance rule (`[mine]` settings) to the accepted alphas again,
+    /// in the order they were accepted: which mined alphas would stay, and the combination's
+    /// valid metrics with all of them and with those. Changes nothing unless `--apply`.
+    Recheck {
+        #[command(flatten)]
+        data: DataArgs,
+        /// Mark the alphas that would not stay as rejected (with the reason), keeping
+        /// everything else about them.
+        #[arg(long)]
+        apply: bool,
+    },
     /// Delete a record (refused while other records name it as `alpha:ID`).
     Rm {
         /// The record's id.
@@ -347,6 +358,7 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
             }
         }
         KbCmd::Import { file, class, data, family } => import(&mut kb, &file, class.as_deref(), &data, &family, cfg, json)?,
+        KbCmd::Recheck { data, apply } => recheck(&mut kb, &data, apply, cfg, json)?,
         KbCmd::Judge { expr, data, null, seed } => judge(&mut kb, &expr, &data, null, seed, cfg, json)?,
         KbCmd::Rm { id, force } => {
             if kb.get(&id)?.is_none() {
@@ -781,6 +793,66 @@ fn judge(kb: &mut Kb, e: &str, data: &DataArgs, null: Option<usize>, seed: u64, 
             at_least(2.5),
             at_least(3.0)
         );
+    }
+    Ok(())
+}
+
+/// `kb recheck`: the current rule over the accepted alphas, in acceptance order.
+fn recheck(kb: &mut Kb, data: &DataArgs, apply: bool, cfg: &Config, json: bool) -> Result<()> {
+    let md = load_data(data, cfg, json)?;
+    let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &md);
+    let view = MiningView::new(&md, &splits, cfg.metrics())?;
+    let mcfg = cfg.mine.apply(crate::agent::MineConfig::default());
+    let store = kb.rank_store(&view.data, view.train.span().0, view.valid.span().1);
+    let r = crate::agent::recheck::recheck(kb, &view, &store, &mcfg)?;
+    let dropped: Vec<&crate::agent::recheck::Rechecked> = r.alphas.iter().filter(|a| !a.kept).collect();
+    if apply {
+        let mut recs = Vec::new();
+        for a in &dropped {
+            if let Some(mut rec) = kb.get(&a.id)? {
+                rec.status = Status::Rejected { reason: format!("recheck: {}", a.reason) };
+                rec.gain = a.gain.clone().or(rec.gain);
+                recs.push(rec);
+            }
+        }
+        kb.update(&recs)?;
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"recheck": r, "applied": apply, "min_gain_t": mcfg.min_gain_t}))?);
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = r
+        .alphas
+        .iter()
+        .map(|a| {
+            vec![
+                a.id.clone(),
+                if a.kept { "stays".into() } else { "goes".into() },
+                a.gain.as_ref().map(|g| format!("{:.2}", g.t)).unwrap_or_else(|| "-".into()),
+                a.max_corr.as_ref().map(|(w, c)| format!("{c:.2} {w}")).unwrap_or_else(|| "-".into()),
+                if a.kept { String::new() } else { a.reason.clone() },
+            ]
+        })
+        .collect();
+    println!("{}", render(&["alpha", "rule", "gain t", "max corr", "why not"], &rows));
+    let kept = r.alphas.len() - dropped.len();
+    println!(
+        "{kept} of {} mined alphas stay under accept = {:?}, min_gain_t {} against a starting set of {} (base {:?})",
+        r.alphas.len(),
+        mcfg.accept,
+        mcfg.min_gain_t,
+        r.base,
+        mcfg.base
+    );
+    println!(
+        "the signed-mean combination on valid: Rank IC {} with every accepted alpha, {} with those that stay (net Sharpe {} and {})",
+        num(r.before.rank_ic),
+        num(r.after.rank_ic),
+        num(r.before.sharpe),
+        num(r.after.sharpe)
+    );
+    if !apply && !dropped.is_empty() {
+        println!("nothing changed: `--apply` marks the {} that go as rejected", dropped.len());
     }
     Ok(())
 }

@@ -1,0 +1,92 @@
+//! `kb recheck`: the current acceptance rule applied again to a knowledge base's accepted
+//! alphas, in the order they were accepted, so that a rule changed after a run (or a set
+//! mined under the stand-alone bars) can be judged by what would stay.
+//!
+//! The imported alphas (no run) form the starting set under `base = "seeds"`; each mined
+//! alpha, oldest first, is evaluated anew on the mining data and judged against the set
+//! kept so far: the exact rank correlation over train with every kept alpha (`max_corr`),
+//! the stand-alone bars on its recomputed metrics, then the gain. What it keeps joins the
+//! set. (The AST-overlap check is left out: it compares formulas, which the correlation
+//! already covers for copies, and it would need the store's subtree cache per step.)
+
+use super::accept::{self, Member};
+use super::{train_sign, AgentError, Base, MineConfig};
+use crate::backtest::{Metrics, MiningView};
+use crate::kb::ranks::{pooled_corr, RankStore};
+use crate::kb::{AlphaRecord, Gain, Kb, Kind};
+
+/// What the rule decides for one mined alpha.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Rechecked {
+    pub id: String,
+    pub code: String,
+    pub kept: bool,
+    /// Why it would not stay (empty when kept).
+    pub reason: String,
+    pub gain: Option<Gain>,
+    /// The kept alpha it correlates with most, and how much (train panel).
+    pub max_corr: Option<(String, f64)>,
+}
+
+/// The outcome: each mined alpha's decision, and the set's combination on valid with every
+/// accepted alpha as stored and with what the rule keeps.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Recheck {
+    pub alphas: Vec<Rechecked>,
+    pub base: usize,
+    pub before: Metrics,
+    pub after: Metrics,
+}
+
+/// Applies `cfg`'s rule to `kb`'s accepted alphas in acceptance order.
+pub fn recheck(kb: &Kb, view: &MiningView, store: &RankStore, cfg: &MineConfig) -> Result<Recheck, AgentError> {
+    let (ts, te) = view.train.span();
+    let cells = (te - ts) * store.n_assets();
+    let mut accepted = kb.accepted_ranks(store, &view.data, |_| true)?;
+    accepted.sort_by(|a, b| (a.0.created_at, &a.0.id).cmp(&(b.0.created_at, &b.0.id)));
+    let member = |r: &AlphaRecord, ranks: &std::sync::Arc<crate::kb::ranks::Ranks>| {
+        train_sign(r.metrics.get("train")).map(|sign| Member { id: r.id.clone(), sign, ranks: ranks.clone() })
+    };
+    let (seeds, mined): (Vec<_>, Vec<_>) = accepted.into_iter().partition(|(r, _)| r.run_id.is_empty());
+    let mut set: Vec<Member> = if cfg.base == Base::Seeds { seeds.iter().filter_map(|(r, k)| member(r, k)).collect() } else { Vec::new() };
+    let base = set.len();
+    let everything: Vec<Member> = seeds.iter().chain(&mined).filter_map(|(r, k)| member(r, k)).collect();
+    let before = accept::combination_metrics(view, store, &everything);
+    let mut alphas = Vec::new();
+    for (r, ranks) in &mined {
+        // Metrics recomputed on this data and these settings, as mining would have them.
+        let metrics = match r.kind {
+            Kind::Expression => crate::expr::eval_expr(&r.code, &view.data, kb).ok().map(|s| view.score(&s)),
+            _ => None,
+        }
+        .unwrap_or_else(|| r.metrics.clone());
+        let mut out = Rechecked { id: r.id.clone(), code: r.code.clone(), kept: false, reason: String::new(), gain: None, max_corr: None };
+        let cand = &ranks.values()[..cells];
+        out.max_corr = set
+            .iter()
+            .filter_map(|m| pooled_corr(cand, &m.ranks.values()[..cells]).map(|c| (m.id.clone(), c)))
+            .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()).then_with(|| b.0.cmp(&a.0)));
+        let tr = metrics.get("train").map(|m| m.rank_ic).unwrap_or(f64::NAN);
+        let va = metrics.get("valid").map(|m| m.rank_ic).unwrap_or(f64::NAN);
+        if let Some((w, c)) = out.max_corr.as_ref().filter(|(_, c)| c.abs() >= cfg.novelty.max_corr) {
+            out.reason = format!("too correlated with kept alpha {w}: {c:.3}");
+        } else if !(tr >= cfg.min_train_rank_ic) {
+            out.reason = format!("train Rank IC {tr:.4} is below {}", cfg.min_train_rank_ic);
+        } else if !(va >= cfg.min_valid_rank_ic) {
+            out.reason = format!("valid Rank IC {va:.4} is below {}", cfg.min_valid_rank_ic);
+        } else {
+            let sign = train_sign(metrics.get("train")).unwrap_or(1.0);
+            let g = accept::gain(view, store, &set, sign, ranks);
+            if g.t >= cfg.min_gain_t {
+                out.kept = true;
+                set.push(Member { id: r.id.clone(), sign, ranks: ranks.clone() });
+            } else {
+                out.reason = format!("gain t {:.2} is below {}", g.t, cfg.min_gain_t);
+            }
+            out.gain = Some(g);
+        }
+        alphas.push(out);
+    }
+    let after = accept::combination_metrics(view, store, &set);
+    Ok(Recheck { alphas, base, before, after })
+}
