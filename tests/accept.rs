@@ -152,14 +152,19 @@ fn contributions_are_leave_one_out_gains_and_rank_the_set() {
 
 /// `kb recheck`'s rule over a set mined earlier, in acceptance order: a copy of a seed goes
 /// as correlated, an alpha that adds enough stays and joins the set, one that adds too
-/// little goes; applied, only the statuses of those that go change.
+/// little goes, and so does one whose window is past today's cap.
 #[test]
 fn recheck_applies_the_rule_in_acceptance_order() {
     use alphaloop::kb::AlphaRecord;
     let dir = tempfile::tempdir().expect("tmp");
     let kb = kb_with(dir.path(), &SET);
     let v = view();
-    let mined = [("r-0001", format!("({}) * 2", formula("alpha101_101"))), ("r-0002", formula("alpha101_069")), ("r-0003", formula("alpha101_004"))];
+    let mined = [
+        ("r-0001", format!("({}) * 2", formula("alpha101_101"))),
+        ("r-0002", formula("alpha101_069")),
+        ("r-0003", formula("alpha101_004")),
+        ("r-0004", "rank(ts_mean(returns, 300))".to_string()),
+    ];
     let recs: Vec<(AlphaRecord, Option<Vec<f32>>)> = mined
         .iter()
         .enumerate()
@@ -176,7 +181,8 @@ fn recheck_applies_the_rule_in_acceptance_order() {
     let store = kb.rank_store(&v.data, v.train.span().0, v.valid.span().1);
     let r = alphaloop::agent::recheck::recheck(&kb, v, &store, &cfg).expect("rechecked");
     let got: Vec<(&str, bool)> = r.alphas.iter().map(|a| (a.id.as_str(), a.kept)).collect();
-    assert_eq!(got, vec![("r-0001", false), ("r-0002", true), ("r-0003", false)], "{r:#?}");
+    assert_eq!(got, vec![("r-0001", false), ("r-0002", true), ("r-0003", false), ("r-0004", false)], "{r:#?}");
+    assert!(r.alphas[3].reason.contains("longer than max_window, 250 days"), "{}", r.alphas[3].reason);
     assert!(r.alphas[0].reason.starts_with("too correlated with kept alpha alpha101_101"), "{}", r.alphas[0].reason);
     assert!(r.alphas[2].reason.starts_with("gain t ") && r.alphas[2].gain.as_ref().is_some_and(|g| g.set_size == r.base + 1), "{:?}", r.alphas[2]);
     assert_eq!(r.base, 5);

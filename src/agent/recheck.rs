@@ -4,7 +4,8 @@
 //!
 //! The imported alphas (no run) form the starting set under `base = "seeds"`; each mined
 //! alpha, oldest first, is evaluated anew on the mining data and judged against the set
-//! kept so far: the exact rank correlation over train with every kept alpha (`max_corr`),
+//! kept so far: the window cap (`max_window`), the exact rank correlation over train with
+//! every kept alpha (`max_corr`),
 //! the stand-alone bars on its recomputed metrics, then the gain. What it keeps joins the
 //! set. (The AST-overlap check is left out: it compares formulas, which the correlation
 //! already covers for copies, and it would need the store's subtree cache per step.)
@@ -54,13 +55,22 @@ pub fn recheck(kb: &Kb, view: &MiningView, store: &RankStore, cfg: &MineConfig) 
     let before = accept::combination_metrics(view, store, &everything);
     let mut alphas = Vec::new();
     for (r, ranks) in &mined {
+        let mut out = Rechecked { id: r.id.clone(), code: r.code.clone(), kept: false, reason: String::new(), gain: None, max_corr: None };
+        // The rule checks that come before any metric: today's window cap.
+        if r.kind == Kind::Expression {
+            let mut c = crate::expr::Compiler::new(crate::expr::Schema::of(&view.data), kb).with_max_window(cfg.max_window);
+            if let Err(e) = c.add(&r.code) {
+                out.reason = e.to_string();
+                alphas.push(out);
+                continue;
+            }
+        }
         // Metrics recomputed on this data and these settings, as mining would have them.
         let metrics = match r.kind {
             Kind::Expression => crate::expr::eval_expr(&r.code, &view.data, kb).ok().map(|s| view.score(&s)),
             _ => None,
         }
         .unwrap_or_else(|| r.metrics.clone());
-        let mut out = Rechecked { id: r.id.clone(), code: r.code.clone(), kept: false, reason: String::new(), gain: None, max_corr: None };
         let cand = &ranks.values()[..cells];
         out.max_corr = set
             .iter()
