@@ -443,3 +443,42 @@ fn eval_file_takes_a_plain_list_of_formulas() {
     let ok = v.as_array().expect("array").iter().find(|a| a["id"] == "mine_002").expect("line 2");
     assert!(ok["rank_ic"].as_f64().is_some_and(f64::is_finite), "{ok}");
 }
+
+/// The label is a setting of every command that scores (`[metrics]` or `--horizon`/`--gap`),
+/// records keep the label they were scored at, and a command that would rank or combine
+/// records of another label refuses, naming both.
+#[test]
+fn records_keep_their_label_and_commands_refuse_to_mix_labels() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = common::sample_config(dir.path(), &shared("data/sp500_sample.parquet"), None);
+    let store = dir.path().join("kb");
+    std::fs::write(dir.path().join("h1.txt"), "rank(delta(close, 5))\n").expect("write");
+    std::fs::write(dir.path().join("h5.txt"), "rank(ts_std(returns, 20))\n").expect("write");
+    common::kb_cli(&cfg, &store, &["import", dir.path().join("h1.txt").to_str().expect("utf-8")]);
+    common::kb_cli(&cfg, &store, &["--horizon", "5", "import", dir.path().join("h5.txt").to_str().expect("utf-8")]);
+    let shown: serde_json::Value = serde_json::from_str(&common::kb_cli(&cfg, &store, &["--json", "show", "h5_001"])).expect("json");
+    assert_eq!((shown["horizon"].as_u64(), shown["gap"].as_u64()), (Some(5), Some(1)), "{shown}");
+    let kb = |args: &[&str]| {
+        let out = bin().arg("--config").arg(&cfg).arg("kb").arg("--kb").arg(&store).args(args).output().expect("runs");
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (ok, err) = kb(&["top", "--by", "rank_ic", "--split", "valid"]);
+    assert!(!ok && err.contains("record h5_001 was scored at horizon 5 (gap 1), and this ranking is at horizon 1 (gap 1)"), "{err}");
+    let (ok, err) = kb(&["--horizon", "5", "top", "--by", "rank_ic", "--split", "valid"]);
+    assert!(!ok && err.contains("record h1_001 was scored at horizon 1 (gap 1), and this ranking is at horizon 5 (gap 1)"), "{err}");
+    // A record mined at horizon 5 is no feature of a horizon-1 model.
+    let out = bin().arg("--config").arg(&cfg).args(["train", "--kb"]).arg(&store).args(["--ids", "h5_001", "--no-seed-baseline"]).output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("record h5_001 was scored at horizon 5 (gap 1), and this model is at horizon 1 (gap 1)"), "{err}");
+    // The config's [metrics] sets the label eval scores with, as the flags do.
+    let text = std::fs::read_to_string(&cfg).expect("config");
+    std::fs::write(&cfg, format!("{text}\n[metrics]\nhorizon = 5\n")).expect("config");
+    let eval = |extra: &[&str]| {
+        let out = bin().arg("--config").arg(&cfg).args(["eval", "--json", "--period", "valid"]).args(extra).arg("rank(delta(close, 5))").output().expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("json")
+    };
+    let (from_config, from_flag) = (eval(&[]), eval(&["--horizon", "5"]));
+    assert_eq!(from_config, from_flag);
+    assert_ne!(from_config, eval(&["--horizon", "1"]));
+}

@@ -864,6 +864,7 @@ impl<'a> Miner<'a> {
         let mut rec = AlphaRecord::new(&id, kind, &best.code, status.clone());
         rec.gain = gain;
         rec.metrics = best.metrics.clone();
+        (rec.horizon, rec.gap) = self.view.label();
         if status == Status::Accepted && self.cfg.accept == Accept::Gain {
             self.update_contributions(&mut rec)?;
         }

@@ -49,6 +49,20 @@ pub fn recheck(kb: &Kb, view: &MiningView, store: &RankStore, cfg: &MineConfig) 
         train_sign(r.metrics.get("train")).map(|sign| Member { id: r.id.clone(), sign, ranks: ranks.clone() })
     };
     let (seeds, mined): (Vec<_>, Vec<_>) = accepted.into_iter().partition(|(r, _)| r.run_id.is_empty());
+    // The mined alphas' metrics recomputed on this data and these settings, as mining would
+    // have them (an import may carry none, or another period's).
+    let mined: Vec<(AlphaRecord, _)> = mined
+        .into_iter()
+        .map(|(mut r, k)| {
+            if r.kind == Kind::Expression {
+                if let Ok(s) = crate::expr::eval_expr(&r.code, &view.data, kb) {
+                    r.metrics = view.score(&s);
+                    (r.horizon, r.gap) = view.label();
+                }
+            }
+            (r, k)
+        })
+        .collect();
     let mut set: Vec<Member> = if cfg.base == Base::Seeds { seeds.iter().filter_map(|(r, k)| member(r, k)).collect() } else { Vec::new() };
     let base = set.len();
     let everything: Vec<Member> = seeds.iter().chain(&mined).filter_map(|(r, k)| member(r, k)).collect();
@@ -65,12 +79,7 @@ pub fn recheck(kb: &Kb, view: &MiningView, store: &RankStore, cfg: &MineConfig) 
                 continue;
             }
         }
-        // Metrics recomputed on this data and these settings, as mining would have them.
-        let metrics = match r.kind {
-            Kind::Expression => crate::expr::eval_expr(&r.code, &view.data, kb).ok().map(|s| view.score(&s)),
-            _ => None,
-        }
-        .unwrap_or_else(|| r.metrics.clone());
+        let metrics = &r.metrics;
         let cand = &ranks.values()[..cells];
         out.max_corr = set
             .iter()

@@ -886,6 +886,12 @@ impl MiningView {
         Ok(MiningView { data: cut, train, valid })
     }
 
+    /// The label its metrics are computed at: (horizon, gap).
+    pub fn label(&self) -> (usize, usize) {
+        let c = self.train.config();
+        (c.horizon, c.gap)
+    }
+
     /// Metrics of a signal on train and valid, keyed by split name.
     pub fn score(&self, signal: &Panel) -> std::collections::BTreeMap<String, Metrics> {
         let (t, v) = rayon::join(|| self.train.score(signal), || self.valid.score(signal));

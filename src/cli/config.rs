@@ -15,8 +15,12 @@ pub struct Config {
     pub groups: Option<PathBuf>,
     /// Split dates, e.g. `train = ["2000-01-01", "2012-12-31"]`.
     pub splits: Option<Splits>,
-    /// Default cost in basis points.
+    /// Default cost in basis points (`[metrics] cost_bps` is the same; kept for older
+    /// configs).
     pub cost_bps: Option<f64>,
+    /// The label and the book every command scores with (`[metrics]`).
+    #[serde(default)]
+    pub metrics: MetricsSettings,
     /// Knowledge base: a directory or qdrant://host:port/collection.
     pub kb: Option<String>,
     /// Text embedder for the knowledge base: `minilm` (default, local) or `openai:MODEL`
@@ -46,6 +50,32 @@ pub struct Config {
     /// The mining loop's bar and its effort per idea (`[mine]`).
     #[serde(default)]
     pub mine: MineSettings,
+}
+
+/// The label and the book (`[metrics]` in the config, `--horizon`, `--gap` and `--cost-bps`
+/// on every command that scores): the label is the return from close(t + gap) to
+/// close(t + gap + horizon); cost per unit of turnover in basis points. Records keep the
+/// horizon and gap their metrics were computed at, and commands refuse to rank or combine
+/// records of another.
+#[derive(Debug, Default, Clone, PartialEq, Deserialize, serde::Serialize, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSettings {
+    /// Label horizon h in days (1): the label is the return from close(t + gap) to
+    /// close(t + gap + h).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=250))]
+    pub horizon: Option<u64>,
+    /// Days between the signal's close and the label's start (1: trade at the next close;
+    /// 0 trades at the signal's own close, which the conventions avoid on purpose).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=250))]
+    pub gap: Option<u64>,
+    /// Cost per unit of turnover in basis points, 0 or more (5).
+    #[arg(long, value_parser = cost_bps_arg)]
+    pub cost_bps: Option<f64>,
+}
+
+/// `--cost-bps`, held to the config's rule ([`cost_bps`]).
+fn cost_bps_arg(s: &str) -> Result<f64, String> {
+    s.parse::<f64>().map_err(|e| e.to_string()).and_then(cost_bps)
 }
 
 /// The mining loop's settings a researcher tunes (`[mine]` in the config): what an alpha
@@ -201,10 +231,27 @@ fn set<T>(field: &mut T, v: Option<T>) {
 }
 
 impl Config {
-    /// The metric settings every command scores with (the config's cost, 5 bps by
-    /// default); `eval` overrides them from its flags.
+    /// The metric settings every command scores with: `[metrics]` (the top-level
+    /// `cost_bps` of older configs too), defaults for the rest.
     pub fn metrics(&self) -> crate::backtest::MetricsConfig {
-        crate::backtest::MetricsConfig { cost_bps: self.cost_bps.unwrap_or(5.0), ..Default::default() }
+        let d = crate::backtest::MetricsConfig::default();
+        let m = &self.metrics;
+        crate::backtest::MetricsConfig {
+            horizon: m.horizon.map_or(d.horizon, |h| h as usize),
+            gap: m.gap.map_or(d.gap, |g| g as usize),
+            cost_bps: m.cost_bps.or(self.cost_bps).unwrap_or(d.cost_bps),
+            ..d
+        }
+    }
+
+    /// This config with the metric flags a command was given on top.
+    pub fn with_metrics(&self, flags: &MetricsSettings) -> Config {
+        let mut c = self.clone();
+        let m = &mut c.metrics;
+        m.horizon = flags.horizon.or(m.horizon);
+        m.gap = flags.gap.or(m.gap);
+        m.cost_bps = flags.cost_bps.or(m.cost_bps);
+        c
     }
 
     pub fn load(explicit: Option<&Path>) -> Result<Config> {
@@ -223,6 +270,21 @@ impl Config {
         cfg.mine.check().map_err(|e| anyhow::anyhow!("{}: invalid config: [mine] {e}", path.display()))?;
         if let Some(c) = cfg.cost_bps {
             cost_bps(c).map_err(|e| anyhow::anyhow!("{}: invalid config: cost_bps = {c}; {e}", path.display()))?;
+        }
+        let m = &cfg.metrics;
+        if let Some(c) = m.cost_bps {
+            cost_bps(c).map_err(|e| anyhow::anyhow!("{}: invalid config: [metrics] cost_bps = {c}; {e}", path.display()))?;
+        }
+        if let (Some(a), Some(b)) = (m.cost_bps, cfg.cost_bps) {
+            if a != b {
+                bail!("{}: invalid config: cost_bps = {b} and [metrics] cost_bps = {a}; give one", path.display());
+            }
+        }
+        if let Some(h) = m.horizon.filter(|h| !(1..=250).contains(h)) {
+            bail!("{}: invalid config: [metrics] horizon = {h}; give 1 to 250 days", path.display());
+        }
+        if let Some(g) = m.gap.filter(|g| *g > 250) {
+            bail!("{}: invalid config: [metrics] gap = {g}; give 0 to 250 days", path.display());
         }
         Ok(cfg)
     }

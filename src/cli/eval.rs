@@ -42,17 +42,8 @@ pub struct EvalArgs {
     /// by side, each period on data cut at its own end.
     #[arg(long, default_value = "valid", value_delimiter = ',')]
     pub period: Vec<Period>,
-    /// Cost per unit of turnover in basis points, 0 or more (default 5, or the config's).
-    #[arg(long, value_parser = cost_bps)]
-    pub cost_bps: Option<f64>,
-    /// Label horizon h in days: the label is the return from close(t + gap) to
-    /// close(t + gap + h).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
-    pub horizon: u64,
-    /// Days between the signal's close and the label's start (1: trade at the next close;
-    /// 0 trades at the signal's own close, which the conventions avoid on purpose).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(0..=250))]
-    pub gap: u64,
+    #[command(flatten)]
+    pub metrics: super::config::MetricsSettings,
     /// Alpha definitions that `alpha:ID` may refer to (default: alpha_kb/seeds/alpha101.toml);
     /// an id found in neither this nor --file is looked up in the knowledge base.
     #[arg(long)]
@@ -77,10 +68,6 @@ pub struct EvalArgs {
     pub json: bool,
 }
 
-/// `--cost-bps`, held to the config's rule ([`super::config::cost_bps`]).
-fn cost_bps(s: &str) -> Result<f64, String> {
-    s.parse::<f64>().map_err(|e| e.to_string()).and_then(super::config::cost_bps)
-}
 
 /// The alphas `alpha:ID` can refer to.
 fn resolver(args: &EvalArgs, file_defs: &[AlphaDef]) -> Result<AlphaSet> {
@@ -118,8 +105,7 @@ pub fn run(args: EvalArgs, cfg: &Config) -> Result<i32> {
     let alphas = Chain(vec![&files, &kb]);
     let data = load_data(&args.data, cfg, args.json)?;
     let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &data);
-    let base = cfg.metrics();
-    let mcfg = MetricsConfig { horizon: args.horizon as usize, gap: args.gap as usize, cost_bps: args.cost_bps.unwrap_or(base.cost_bps), ..base };
+    let mcfg = cfg.with_metrics(&args.metrics).metrics();
     if let (true, Some(e)) = (several, &expr) {
         return eval_periods(e, &args, &data, &splits, mcfg, &alphas);
     }

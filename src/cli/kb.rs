@@ -17,6 +17,8 @@ pub struct KbArgs {
     /// Print JSON.
     #[arg(long, global = true)]
     pub json: bool,
+    #[command(flatten)]
+    pub metrics: super::config::MetricsSettings,
     #[command(subcommand)]
     pub cmd: KbCmd,
 }
@@ -264,6 +266,9 @@ fn known_family(kb: &Kb, family: Option<&str>) -> Result<()> {
 }
 
 pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
+    let cfg = &cfg.with_metrics(&args.metrics);
+    let label = (cfg.metrics().horizon, cfg.metrics().gap);
+    let same_label = |recs: &[AlphaRecord], what: &str| AlphaRecord::same_label(recs, label.0, label.1, what).map_err(anyhow::Error::msg);
     let mut kb = open(args.kb.as_deref(), cfg, matches!(args.cmd, KbCmd::Import { .. }))?;
     let json = args.json;
     match args.cmd {
@@ -289,6 +294,7 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
         }
         KbCmd::Top { by, split, n, status, family } => {
             let recs = kb.top(&by, &split, n, &status_filter(&status, family.as_deref())?)?;
+            same_label(&recs, "this ranking")?;
             if recs.is_empty() {
                 known_family(&kb, family.as_deref())?;
             }
@@ -358,8 +364,14 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
             }
         }
         KbCmd::Import { file, class, data, family } => import(&mut kb, &file, class.as_deref(), &data, &family, cfg, json)?,
-        KbCmd::Recheck { data, apply } => recheck(&mut kb, &data, apply, cfg, json)?,
-        KbCmd::Judge { expr, data, null, seed } => judge(&mut kb, &expr, &data, null, seed, cfg, json)?,
+        KbCmd::Recheck { data, apply } => {
+            same_label(&kb.records(&Filter::new().is("status", "accepted"))?, "this recheck")?;
+            recheck(&mut kb, &data, apply, cfg, json)?
+        }
+        KbCmd::Judge { expr, data, null, seed } => {
+            same_label(&kb.records(&Filter::new().is("status", "accepted"))?, "this judgement")?;
+            judge(&mut kb, &expr, &data, null, seed, cfg, json)?
+        }
         KbCmd::Rm { id, force } => {
             if kb.get(&id)?.is_none() {
                 bail!("no record '{id}' in {}", kb.location());
@@ -483,9 +495,10 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
     if recs.is_empty() {
         bail!("the knowledge base {} has no accepted alphas with a valid Rank IC; run `alphaloop mine` first", kb.location());
     }
+    let mcfg = cfg.metrics();
+    AlphaRecord::same_label(&recs, mcfg.horizon, mcfg.gap, "this report").map_err(anyhow::Error::msg)?;
     let md = load_data(data, cfg, json)?;
     let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &md);
-    let mcfg = cfg.metrics();
     let prep = crate::backtest::prepare(&md, &crate::data::Period::Test, &splits, mcfg)?;
     // `alpha:ID` may name a seed or any expression record.
     let seeds = crate::seeds::default_set()?;

@@ -65,6 +65,8 @@ pub struct MineArgs {
     /// Ablation: no retrieval from the knowledge base (and no novelty check).
     #[arg(long)]
     pub no_kb: bool,
+    #[command(flatten)]
+    pub metrics: super::config::MetricsSettings,
     /// The acceptance rule, as `[mine] accept` (which this overrides): `gain`, what a
     /// candidate adds to the accepted set's combination on valid, or `standalone`.
     #[arg(long, value_enum)]
@@ -284,7 +286,7 @@ fn read_log(path: &Path) -> Result<Vec<Outcome>> {
 }
 
 pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
-    let mut cfg = cfg.clone();
+    let mut cfg = cfg.with_metrics(&args.metrics);
     if let Some(a) = args.accept {
         cfg.mine.accept = Some(a);
     }
@@ -360,6 +362,10 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
     }
     drop(data);
     let mut kb = super::kb::open(args.kb.as_deref(), cfg, true)?;
+    // The accepted set is what candidates are compared and combined with: it must have
+    // been scored at this run's label.
+    let (h, g) = view.label();
+    crate::kb::AlphaRecord::same_label(&kb.records(&crate::kb::Filter::new().is("status", "accepted"))?, h, g, "this run").map_err(anyhow::Error::msg)?;
     let sample = kb.behaviour_sample(&view.data, &splits)?;
     let (gp, python) = match args.writer() {
         "llm" => (false, false),

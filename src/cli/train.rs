@@ -17,6 +17,8 @@ pub struct TrainArgs {
     #[arg(long, env = "ALPHALOOP_KB")]
     pub kb: Option<String>,
     #[command(flatten)]
+    pub metrics: super::config::MetricsSettings,
+    #[command(flatten)]
     pub data: DataArgs,
     /// Use the N best accepted alphas (by --by on --split), decorrelated.
     #[arg(long, default_value_t = 20)]
@@ -96,6 +98,9 @@ pub struct PredictArgs {
     /// A model saved by `alphaloop train` (default: where train saves it).
     #[arg(long, default_value = "alpha_kb/models/latest.json")]
     pub model: PathBuf,
+    /// The label the scores are for: a model fit to another is refused.
+    #[command(flatten)]
+    pub metrics: super::config::MetricsSettings,
     #[command(flatten)]
     pub data: DataArgs,
     /// Date to score (default: the last date of the data).
@@ -135,8 +140,10 @@ fn seed_features(data: &MarketData, others: &dyn AlphaResolver, file: &Path) -> 
 }
 
 /// Features from the KB: explicit ids, or the top N by a train/valid metric, greedily
-/// decorrelated on behaviour vectors.
-fn kb_features(kb: &Kb, args: &TrainArgs) -> Result<Vec<Feature>> {
+/// decorrelated on behaviour vectors; each must have been scored at the model's label
+/// `(horizon, gap)`.
+fn kb_features(kb: &Kb, args: &TrainArgs, label: (usize, usize)) -> Result<Vec<Feature>> {
+    let same = |recs: &[crate::kb::AlphaRecord]| crate::kb::AlphaRecord::same_label(recs, label.0, label.1, "this model").map_err(anyhow::Error::msg);
     if !args.ids.is_empty() {
         return args
             .ids
@@ -146,11 +153,13 @@ fn kb_features(kb: &Kb, args: &TrainArgs) -> Result<Vec<Feature>> {
                 if r.kind != crate::kb::Kind::Expression {
                     bail!("'{id}' is a {:?} alpha; the combined model takes expressions", r.kind);
                 }
+                same(std::slice::from_ref(&r))?;
                 Ok(Feature { id: r.id, code: r.code })
             })
             .collect();
     }
     let cands = kb.top(&args.by, &args.split, usize::MAX, &Filter::new().is("status", "accepted").is("kind", "expression"))?;
+    same(&cands)?;
     let mut chosen: Vec<(Feature, Option<Vec<f32>>)> = Vec::new();
     for r in cands {
         if chosen.len() >= args.top {
@@ -187,6 +196,7 @@ fn config(args: &TrainArgs) -> TrainConfig {
 }
 
 pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
+    let cfg = &cfg.with_metrics(&args.metrics);
     // Checked first: it is the arguments' fault, whatever the data and the KB hold.
     if args.split == "test" && args.seeds.is_none() && args.ids.is_empty() && args.curve.is_none() {
         bail!("features are never chosen on the test split: use --split train or valid");
@@ -219,7 +229,7 @@ pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
                 (recs.into_iter().map(|r| Feature { id: r.id, code: r.code }).collect(), AlphaSet::default())
             }
             Some(file) => seed_features(&data, &shared, file)?,
-            None => (kb_features(kb.get()?, &args)?, AlphaSet::default()),
+            None => (kb_features(kb.get()?, &args, (mcfg.horizon, mcfg.gap))?, AlphaSet::default()),
         };
         let base = match &baseline {
             Some(file) => Some((baseline_name(file), with_named(seed_features(&data, &shared, file)?))),
@@ -408,6 +418,19 @@ pub fn run_predict(args: PredictArgs, cfg: &Config) -> Result<i32> {
         bail!("no model at {}: `alphaloop train` saves one there (its --out), or pass --model FILE", args.model.display());
     }
     let m = model::SavedModel::load(&args.model)?;
+    let want = cfg.with_metrics(&args.metrics).metrics();
+    if m.label != (want.horizon, want.gap) {
+        bail!(
+            "model {} was fit to the label at horizon {} (gap {}), and this prediction asks for horizon {} (gap {}): give --horizon {} --gap {}, or train a model at this label",
+            args.model.display(),
+            m.label.0,
+            m.label.1,
+            want.horizon,
+            want.gap,
+            m.label.0,
+            m.label.1
+        );
+    }
     let data = load_data(&args.data, cfg, args.json)?;
     if m.data_fingerprint != data.fingerprint() {
         tracing::info!("predicting on other data than the model was trained on (fingerprint differs)");

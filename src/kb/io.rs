@@ -50,6 +50,7 @@ pub fn evaluate_defs(
     evaluate(&c.graph, &roots, &view.data, |i, signal| {
         let (rec, beh) = &mut out[root_rec[i]];
         rec.metrics = view.score(&signal);
+        (rec.horizon, rec.gap) = view.label();
         *beh = sample.vector(&view.data, &signal);
         done += 1;
         progress(done);
@@ -79,6 +80,7 @@ pub fn evaluate_program(
     match run(&view.data) {
         Ok(ev) => {
             r.metrics = view.score(&ev.signal);
+            (r.horizon, r.gap) = view.label();
             r.lookahead = Some(ev.lookahead.to_string());
             let beh = sample.vector(&view.data, &ev.signal);
             (r, beh)

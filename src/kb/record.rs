@@ -144,6 +144,12 @@ pub struct AlphaRecord {
     /// Metrics per split name (`train`, `valid`; `test` only in a final report).
     #[serde(default)]
     pub metrics: BTreeMap<String, Metrics>,
+    /// The label horizon and gap `metrics` were computed at (records stored before these
+    /// were kept were scored at 1 and 1, the only label there was).
+    #[serde(default = "one")]
+    pub horizon: usize,
+    #[serde(default = "one")]
+    pub gap: usize,
     #[serde(default)]
     pub reviews: Vec<Review>,
     /// Short reflections after evaluation: what worked, what failed, why.
@@ -176,6 +182,10 @@ pub struct AlphaRecord {
     pub created_at: i64,
 }
 
+fn one() -> usize {
+    1
+}
+
 fn schema_version() -> u32 {
     SCHEMA_VERSION
 }
@@ -196,6 +206,8 @@ impl AlphaRecord {
             parents: Vec::new(),
             generation: 0,
             metrics: BTreeMap::new(),
+            horizon: 1,
+            gap: 1,
             reviews: Vec::new(),
             lessons: Vec::new(),
             status,
@@ -219,6 +231,18 @@ impl AlphaRecord {
         }
         let m = self.metrics.get(split)?;
         metric_of(m, name).filter(|v| v.is_finite())
+    }
+
+    /// Refuses records whose metrics were computed at another label than `horizon` and
+    /// `gap`: their figures do not compare with this command's, nor combine with them.
+    pub fn same_label<'a>(recs: impl IntoIterator<Item = &'a AlphaRecord>, horizon: usize, gap: usize, what: &str) -> Result<(), String> {
+        match recs.into_iter().find(|r| (r.horizon, r.gap) != (horizon, gap)) {
+            None => Ok(()),
+            Some(r) => Err(format!(
+                "record {} was scored at horizon {} (gap {}), and {what} is at horizon {horizon} (gap {gap}): records of two labels do not compare; give --horizon {} --gap {} to work at its label, or import its formula again at this one",
+                r.id, r.horizon, r.gap, r.horizon, r.gap
+            )),
+        }
     }
 
     /// The text the `idea` vector embeds.

@@ -231,6 +231,10 @@ pub struct TrainResult {
     pub saved: SavedModel,
 }
 
+fn one_one() -> (usize, usize) {
+    (1, 1)
+}
+
 /// A model on disk: the booster with everything needed to reproduce its inputs.
 #[derive(Clone, Debug, Serialize, Deserialize, Default)]
 pub struct SavedModel {
@@ -238,6 +242,10 @@ pub struct SavedModel {
     pub features: Vec<Feature>,
     pub config: Option<TrainConfig>,
     pub splits: Option<Splits>,
+    /// The label it was fit to: (horizon, gap); models saved before this was kept were
+    /// fit at (1, 1).
+    #[serde(default = "one_one")]
+    pub label: (usize, usize),
     pub data_fingerprint: String,
     pub trees: u32,
     /// The booster in XGBoost's JSON format.
@@ -521,6 +529,7 @@ pub fn train(
         features: features.to_vec(),
         config: Some(cfg.clone()),
         splits: Some(splits.clone()),
+        label: (mcfg.horizon, mcfg.gap),
         data_fingerprint: data.fingerprint(),
         trees,
         booster: booster.save_json().map_err(xe)?,
