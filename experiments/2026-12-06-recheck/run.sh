@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # `kb recheck` over the 38 alphas the stand-alone bars accepted in the recorded 100-idea
 # runs (../2026-11-22-mine-100: llm100, gp100, nokb100, each in its log's order), on the
-# full shipped data, against the 100 evaluable seeds: which would stay under today's rule,
-# and the combination's valid Rank IC with all of them and with those. Writes
-# recheck.txt and recheck.json. A few minutes once built.
+# full shipped data, against the 100 evaluable seeds, at horizon 1 and at horizon 5: which
+# would stay under today's rule, and the combination's valid Rank IC with all of them and
+# with those. Writes recheck-hH.txt and recheck-hH.json. A few minutes once built.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here/../.."
 . scripts/env.sh
 cargo build --release -q
 B="$CARGO_TARGET_DIR/release/alphaloop"
-kb="$(mktemp -d)/kb"
-trap 'rm -rf "$(dirname "$kb")"' EXIT
-"$B" kb --kb "$kb" import alpha_kb/seeds/alpha101.toml >/dev/null
-# The accepted alphas as records of their runs (JSON import stores them as given; recheck
-# evaluates each again), their order kept by creation time.
-python3 - "$kb.json" <<'PY'
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+for h in 1 5; do
+    kb="$tmp/kb-h$h"
+    "$B" kb --kb "$kb" --horizon "$h" import alpha_kb/seeds/alpha101.toml >/dev/null
+    # The accepted alphas as records of their runs at this label (JSON import stores them
+    # as given; recheck scores each again), their order kept by creation time.
+    python3 - "$tmp/mined-h$h.json" "$h" <<'PY'
 import json, sys
 logs = "experiments/2026-11-22-mine-100/logs/"
 recs, t = [], 1_800_000_000
@@ -24,10 +26,11 @@ for run in ("llm100", "gp100", "nokb100"):
         o = json.loads(line)
         if o["status"] == "accepted":
             t += 1
-            recs.append({"id": o["record_id"], "code": o["code"], "status": {"state": "accepted"}, "run_id": run, "created_at": t})
+            recs.append({"id": o["record_id"], "code": o["code"], "status": {"state": "accepted"}, "run_id": run, "created_at": t, "horizon": int(sys.argv[2]), "gap": 1})
 json.dump(recs, open(sys.argv[1], "w"))
 PY
-"$B" kb --kb "$kb" import "$kb.json" >/dev/null
-"$B" kb --kb "$kb" recheck > "$here/recheck.txt"
-"$B" kb --kb "$kb" --json recheck > "$here/recheck.json"
-cat "$here/recheck.txt"
+    "$B" kb --kb "$kb" import "$tmp/mined-h$h.json" >/dev/null
+    "$B" kb --kb "$kb" --horizon "$h" recheck > "$here/recheck-h$h.txt"
+    "$B" kb --kb "$kb" --horizon "$h" --json recheck > "$here/recheck-h$h.json"
+    tail -3 "$here/recheck-h$h.txt"
+done
