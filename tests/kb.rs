@@ -471,7 +471,7 @@ fn kb_cli_end_to_end() {
     }
     let png = dir.path().join("holdout.png");
     let text = run(&["holdout", "-n", "3", "--plot", png.to_str().expect("utf8")]);
-    assert!(text.contains("period test (2018-01-02..2018-12-31)") && text.contains("3 alphas: mean Rank IC train") && text.contains("among 101 attempts"), "{text}");
+    assert!(text.contains("period test (2018-01-02..2018-12-31)") && text.contains("3 alphas: mean Rank IC train") && text.contains("among 101 candidates tried"), "{text}");
     assert!(text.contains("for 101 attempts Bonferroni's bar (5 %, two-sided) is |t| >= 3.48: ") && text.contains("valid t"), "{text}");
     let bytes = std::fs::read(&png).expect("plot written");
     assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5_000, "{} bytes", bytes.len());

@@ -255,6 +255,11 @@ fn the_gp_writer_needs_no_model() {
     let recs = kb.records(&Filter::new().is("run_id", "gp")).expect("records");
     assert_eq!(recs.len(), 6);
     assert!(recs.iter().all(|r| r.model == "gp" && r.reviews.len() == 3));
+    // Every candidate scored on valid is counted, on its record and in the run's summary.
+    let tried: usize = recs.iter().map(|r| r.attempts).sum();
+    assert!(recs.iter().all(|r| r.attempts <= 3) && tried > 6, "{:?}", recs.iter().map(|r| r.attempts).collect::<Vec<_>>());
+    assert_eq!(v["attempts"].as_u64(), Some(tried as u64));
+    assert_eq!(kb.attempts().expect("attempts"), tried);
     // The recorded run, read back and drawn.
     let png = dir.path().join("gp.png");
     let out = common::bin().env("ALPHALOOP_RUNS", &runs).args(["runs", "show", "gp", "--plot"]).arg(&png).output().expect("runs show");

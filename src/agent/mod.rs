@@ -174,6 +174,10 @@ pub struct Outcome {
     pub reason: String,
     pub code: String,
     pub rounds: u32,
+    /// Candidates whose valid metrics were computed for this idea (absent in logs written
+    /// before they were counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<usize>,
     pub train_rank_ic: Option<f64>,
     pub valid_rank_ic: Option<f64>,
     pub prompt_tokens: u64,
@@ -691,6 +695,7 @@ impl<'a> Miner<'a> {
         let mut best: Option<Candidate> = None;
         let mut last: Option<(String, f64, String)> = None;
         let mut done_rounds = 0;
+        let mut attempts = 0;
         for round in 1..=rounds {
             done_rounds = round;
             let user = self.templates.render(
@@ -726,6 +731,7 @@ impl<'a> Miner<'a> {
             let te = Instant::now();
             let mut cand = self.evaluate(&id, &code)?;
             t.eval += te.elapsed().as_secs_f64();
+            attempts += cand.metrics.contains_key("valid") as usize;
             cand.error = cand.error.map(|e| cut_off(e, tokens.1 - before, max_tokens, self.cfg.python));
 
             let m = cand.metrics.get("train").cloned().unwrap_or_default();
@@ -785,7 +791,7 @@ impl<'a> Miner<'a> {
             }
         }
         let best = best.ok_or_else(|| AgentError::Invalid("the inner loop produced no candidate".into()))?;
-        self.finish(idea, generation, id, best, reviews, parents, tokens, t, done_rounds, true)
+        self.finish(idea, generation, id, best, reviews, parents, tokens, t, done_rounds, attempts, true)
     }
 
     /// Whether a candidate is accepted: its error, the novelty checks and the stand-alone
@@ -847,6 +853,7 @@ impl<'a> Miner<'a> {
         mut tokens: (u64, u64),
         mut t: Timings,
         done_rounds: u32,
+        attempts: usize,
         with_lesson: bool,
     ) -> Result<Outcome, AgentError> {
         let seq = id.rsplit('-').next().and_then(|s| s.parse::<usize>().ok()).unwrap_or(0);
@@ -865,6 +872,7 @@ impl<'a> Miner<'a> {
         rec.gain = gain;
         rec.metrics = best.metrics.clone();
         (rec.horizon, rec.gap) = self.view.label();
+        rec.attempts = attempts;
         if status == Status::Accepted && self.cfg.accept == Accept::Gain {
             self.update_contributions(&mut rec)?;
         }
@@ -911,6 +919,7 @@ impl<'a> Miner<'a> {
             reason: status.reason().lines().next().unwrap_or("").to_string(),
             code: best.code,
             rounds: done_rounds,
+            attempts: Some(attempts),
             train_rank_ic: tr,
             valid_rank_ic: va,
             prompt_tokens: tokens.0,
@@ -1009,11 +1018,13 @@ impl<'a> Miner<'a> {
         let rounds = if self.cfg.no_inner_loop { 1 } else { self.cfg.rounds.max(1) };
         let mut best: Option<Candidate> = None;
         let mut reviews = Vec::new();
+        let mut attempts = 0;
         for round in 1..=rounds {
             let code = self.gp_offspring(pop, rng);
             let te = Instant::now();
             let mut cand = self.evaluate(&id, &code)?;
             t.eval += te.elapsed().as_secs_f64();
+            attempts += cand.metrics.contains_key("valid") as usize;
             let fit = if cand.error.is_some() { -1.0 } else { cand.metrics.get("train").map(|m| m.rank_ic).unwrap_or(f64::NAN) };
             if let Ok(e) = crate::expr::parse(&code) {
                 pop.add(fit, e);
@@ -1031,7 +1042,7 @@ impl<'a> Miner<'a> {
             }
         }
         let best = best.ok_or_else(|| AgentError::Invalid("no candidate".into()))?;
-        self.finish(idea, generation, id, best, reviews, Vec::new(), (0, 0), t, rounds, false)
+        self.finish(idea, generation, id, best, reviews, Vec::new(), (0, 0), t, rounds, attempts, false)
     }
 
     /// An offspring of `pop` as text. With `check_units`, one whose units disagree is bred

@@ -535,7 +535,7 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
     // Each alpha here was chosen among every attempt the KB holds, so a t-statistic on
     // valid means something only past Bonferroni's bar for that many (at 5 %, two-sided);
     // test, never chosen on, needs no correction.
-    let attempts = kb.count(&Filter::new())?;
+    let attempts = kb.attempts()?;
     let bar = crate::backtest::stats::bonferroni_t(0.05, attempts);
     let valid_t = |r: &AlphaRecord| r.metric("valid", "rank_ic_t").unwrap_or(f64::NAN);
     if let Some(path) = plot {
@@ -593,7 +593,7 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
         );
         // How wide the selection was: the best of many attempts on valid is flattered
         // there by chance (the more attempts, the more); test is the unbiased figure.
-        println!("chosen on train and valid among {attempts} attempts in the knowledge base (every status); their valid Rank IC is flattered by that choice, the test one is not");
+        println!("chosen on train and valid among {attempts} candidates tried in the knowledge base (every status, each inner-loop round counted); their valid Rank IC is flattered by that choice, the test one is not");
         let clear = recs.iter().filter(|r| valid_t(r).abs() >= bar).count();
         println!(
             "t is the Rank IC's t-statistic; for {attempts} attempts Bonferroni's bar (5 %, two-sided) is |t| >= {bar:.2}: {clear} of {} clear it on valid",

@@ -583,12 +583,15 @@ fn summary(s: RunSummary<'_>, json: bool) -> Result<()> {
     let RunSummary { id: run_id, outcomes: all, new, stopped: why, secs, kb, plan } = s;
     let acc = all.iter().filter(|o| o.status == "accepted").count();
     let tokens: u64 = all.iter().map(|o| o.prompt_tokens + o.completion_tokens).sum();
+    // Logs written before attempts were counted hold none: such an idea counts as one if
+    // its alpha reached valid.
+    let attempts: usize = all.iter().map(|o| o.attempts.unwrap_or(o.valid_rank_ic.is_some() as usize)).sum();
     let t = all.iter().fold([0.0; 4], |a, o| [a[0] + o.timings.writer, a[1] + o.timings.judge, a[2] + o.timings.eval, a[3] + o.timings.kb]);
     if json {
         println!(
             "{}",
             serde_json::json!({
-                "run_id": run_id, "stopped": why, "ideas": all.len(), "new_ideas": new, "accepted": acc, "tokens": tokens,
+                "run_id": run_id, "stopped": why, "ideas": all.len(), "new_ideas": new, "accepted": acc, "attempts": attempts, "tokens": tokens,
                 "seconds": secs, "time_split": {"writer": t[0], "judge": t[1], "eval": t[2], "kb": t[3]}, "plan": plan, "outcomes": all,
             })
         );
@@ -604,7 +607,7 @@ fn summary(s: RunSummary<'_>, json: bool) -> Result<()> {
     println!("{}", render(&["record", "family", "status", "why", "rounds", "train rank_ic", "valid rank_ic", "code"], &rows));
     let total: f64 = t.iter().sum::<f64>().max(1e-9);
     println!(
-        "run {run_id}: {why}; {} ideas ({} this session), {acc} accepted, {tokens} tokens, {secs:.0} s; time split writer {:.0}%, judge {:.0}%, evaluation {:.1}%, KB {:.1}%",
+        "run {run_id}: {why}; {} ideas ({} this session), {attempts} candidates tried on valid, {acc} accepted, {tokens} tokens, {secs:.0} s; time split writer {:.0}%, judge {:.0}%, evaluation {:.1}%, KB {:.1}%",
         all.len(),
         new,
         100.0 * t[0] / total,

@@ -366,6 +366,12 @@ impl Kb {
         Ok(v.into_iter().take(n).map(|(_, r)| r).collect())
     }
 
+    /// Candidates tried on valid, over every record (each counts its own `attempts`): the
+    /// number a multiple-testing bar on valid must account for.
+    pub fn attempts(&self) -> Result<usize, KbError> {
+        Ok(self.records(&Filter::new())?.iter().map(|r| r.attempts).sum())
+    }
+
     /// Nearest records on a named vector.
     pub fn nearest(&self, vector: &str, query: &[f32], filter: &Filter, limit: usize, with_vectors: bool) -> Result<Vec<(f32, Doc)>, KbError> {
         let mut f = filter.clone();

@@ -150,6 +150,11 @@ pub struct AlphaRecord {
     pub horizon: usize,
     #[serde(default = "one")]
     pub gap: usize,
+    /// Candidates whose valid metrics were computed on the way to this record (the inner
+    /// loop's rounds): the count a multiple-testing bar needs. Records stored before it
+    /// was kept count as one.
+    #[serde(default = "one")]
+    pub attempts: usize,
     #[serde(default)]
     pub reviews: Vec<Review>,
     /// Short reflections after evaluation: what worked, what failed, why.
@@ -208,6 +213,7 @@ impl AlphaRecord {
             metrics: BTreeMap::new(),
             horizon: 1,
             gap: 1,
+            attempts: 1,
             reviews: Vec::new(),
             lessons: Vec::new(),
             status,
