@@ -5,8 +5,9 @@
 //! Exactness: a signal is ranked in f64 (each date's percentile ranks, ties averaged, as
 //! `rank()` computes them) and only then stored as f32. The other order loses alphas: cast
 //! first, a signal of the form `… + 1` whose other terms are near 1e-9 becomes all ties.
-//! A rank in (0, 1] keeps about 7 significant digits in f32, so a correlation over the
-//! stored ranks is within about 1e-7 of the f64 one.
+//! A rank in (0, 1] keeps about 7 significant digits in f32, and the correlation's sums
+//! are taken in f32 over blocks of 512 cells and in f64 across blocks, so it is within
+//! 1e-6 of a plain f64 computation (tested) at a quarter of the f64 pass's time.
 //!
 //! Layout: one file per alpha, `<base>/<data key>/<id>-<code hash>.f32`, the periods' dates
 //! one after another, each date a row of one value per asset (NaN where the signal is not
@@ -67,36 +68,59 @@ pub fn rank_rows(signal: &Panel, start: usize, end: usize) -> Vec<f32> {
 /// summing, so the sums of squares do not cancel.
 pub fn pooled_corr(a: &[f32], b: &[f32]) -> Option<f64> {
     assert_eq!(a.len(), b.len(), "ranks of the same shape");
-    const L: usize = 8;
-    // Eight lanes of sums, so that the loop vectorises.
-    let mut s = [[0f64; L]; 6];
-    let mut add = |k: usize, x: f32, y: f32| {
-        let ok = x.is_finite() && y.is_finite();
-        let (x, y) = if ok { (x as f64 - 0.5, y as f64 - 0.5) } else { (0.0, 0.0) };
-        s[0][k] += ok as u8 as f64;
-        s[1][k] += x;
-        s[2][k] += y;
-        s[3][k] += x * x;
-        s[4][k] += y * y;
-        s[5][k] += x * y;
-    };
-    let (ca, cb) = (a.chunks_exact(L), b.chunks_exact(L));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (xa, xb) in ca.zip(cb) {
-        for k in 0..L {
-            add(k, xa[k], xb[k]);
-        }
-    }
-    for (k, (&x, &y)) in ra.iter().zip(rb).enumerate() {
-        add(k, x, y);
-    }
-    let [n, sx, sy, sxx, syy, sxy] = s.map(|l| l.iter().sum::<f64>());
+    let [n, sx, sy, sxx, syy, sxy] = crate::data::with_avx512(#[inline(always)] || sums(a, b));
     if n < 3.0 {
         return None;
     }
     let cov = sxy - sx * sy / n;
     let (vx, vy) = (sxx - sx * sx / n, syy - sy * sy / n);
     (vx > 0.0 && vy > 0.0).then(|| (cov / (vx * vy).sqrt()).clamp(-1.0, 1.0))
+}
+
+/// Cells per block summed in f32 before the block's sums join the f64 totals: a block's
+/// rounding (centred ranks are at most 0.5, so a block's sums stay below 128) is about
+/// 1e-5 of one cell's value, far below what moves a correlation at 1e-6.
+const BLOCK: usize = 512;
+
+/// Count, sums, sums of squares and of products over the cells finite on both sides:
+/// sixteen f32 lanes per block (one AVX-512 register each where the CPU has it), folded
+/// into f64 once per block.
+#[inline(always)]
+fn sums(a: &[f32], b: &[f32]) -> [f64; 6] {
+    const L: usize = 16;
+    let mut total = [0f64; 6];
+    for (ba, bb) in a.chunks(BLOCK).zip(b.chunks(BLOCK)) {
+        let mut s = [[0f32; L]; 6];
+        let (ca, cb) = (ba.chunks_exact(L), bb.chunks_exact(L));
+        let (ra, rb) = (ca.remainder(), cb.remainder());
+        for (xa, xb) in ca.zip(cb) {
+            for k in 0..L {
+                let (x, y) = (xa[k], xb[k]);
+                let ok = x.is_finite() && y.is_finite();
+                let (x, y) = if ok { (x - 0.5, y - 0.5) } else { (0.0, 0.0) };
+                s[0][k] += ok as u8 as f32;
+                s[1][k] += x;
+                s[2][k] += y;
+                s[3][k] += x * x;
+                s[4][k] += y * y;
+                s[5][k] += x * y;
+            }
+        }
+        for (k, (&x, &y)) in ra.iter().zip(rb).enumerate() {
+            let ok = x.is_finite() && y.is_finite();
+            let (x, y) = if ok { (x - 0.5, y - 0.5) } else { (0.0, 0.0) };
+            s[0][k] += ok as u8 as f32;
+            s[1][k] += x;
+            s[2][k] += y;
+            s[3][k] += x * x;
+            s[4][k] += y * y;
+            s[5][k] += x * y;
+        }
+        for (t, l) in total.iter_mut().zip(&s) {
+            *t += l.iter().map(|&v| v as f64).sum::<f64>();
+        }
+    }
+    total
 }
 
 /// A content hash of everything a signal can read: the calendar, the universe, every value
