@@ -184,7 +184,7 @@ fn recheck_applies_the_rule_in_acceptance_order() {
     assert_eq!(got, vec![("r-0001", false), ("r-0002", true), ("r-0003", false), ("r-0004", false)], "{r:#?}");
     assert!(r.alphas[3].reason.contains("longer than max_window, 250 days"), "{}", r.alphas[3].reason);
     assert!(r.alphas[0].reason.starts_with("too correlated with kept alpha alpha101_101"), "{}", r.alphas[0].reason);
-    assert!(r.alphas[2].reason.starts_with("gain t ") && r.alphas[2].gain.as_ref().is_some_and(|g| g.set_size == r.base + 1), "{:?}", r.alphas[2]);
+    assert!(r.alphas[2].reason.starts_with("adds too little to the accepted set's combination: valid Rank IC gain") && r.alphas[2].gain.as_ref().is_some_and(|g| g.set_size == r.base + 1), "{:?}", r.alphas[2]);
     assert_eq!(r.base, 5);
     assert!(r.before.rank_ic.is_finite() && r.after.rank_ic.is_finite() && r.before.rank_ic != r.after.rank_ic);
 }

@@ -41,12 +41,17 @@ struct Combination {
 }
 
 impl Combination {
-    fn new(view: &MiningView, store: &RankStore) -> Combination {
+    /// The signed mean of `members`.
+    fn of(view: &MiningView, store: &RankStore, members: &[Member]) -> Combination {
         let na = store.n_assets();
         let (ts, _) = view.train.span();
         let (vs, ve) = view.valid.span();
         let cells = (vs - ts) * na..(ve - ts) * na;
-        Combination { sum: vec![0.0; cells.len()], count: vec![0; cells.len()], cells }
+        let mut c = Combination { sum: vec![0.0; cells.len()], count: vec![0; cells.len()], cells };
+        for m in members {
+            c.add(m.sign, &m.ranks, false);
+        }
+        c
     }
 
     /// Adds (`sign`) or removes (`-sign`, `out`) an alpha's centred ranks.
@@ -122,10 +127,7 @@ pub fn mean_t(d: &[f64], lags: usize) -> (f64, f64) {
 /// valid.
 pub fn gain(view: &MiningView, store: &RankStore, members: &[Member], sign: f64, cand: &Ranks) -> Gain {
     let na = store.n_assets();
-    let mut c = Combination::new(view, store);
-    for m in members {
-        c.add(m.sign, &m.ranks, false);
-    }
+    let mut c = Combination::of(view, store, members);
     let before = (!members.is_empty()).then(|| view.valid.score_daily(&c.panel(view, na)));
     c.add(sign, cand, false);
     let after = view.valid.score_daily(&c.panel(view, na));
@@ -137,21 +139,14 @@ pub fn combination_metrics(view: &MiningView, store: &RankStore, members: &[Memb
     if members.is_empty() {
         return Default::default();
     }
-    let mut c = Combination::new(view, store);
-    for m in members {
-        c.add(m.sign, &m.ranks, false);
-    }
-    view.valid.score(&c.panel(view, store.n_assets()))
+    view.valid.score(&Combination::of(view, store, members).panel(view, store.n_assets()))
 }
 
 /// Each member's marginal contribution: the gain of adding it back to the set without it
 /// (leave-one-out), in the order given.
 pub fn contributions(view: &MiningView, store: &RankStore, members: &[Member]) -> Vec<Gain> {
     let na = store.n_assets();
-    let mut c = Combination::new(view, store);
-    for m in members {
-        c.add(m.sign, &m.ranks, false);
-    }
+    let c = Combination::of(view, store, members);
     let all = view.valid.score_daily(&c.panel(view, na));
     members
         .iter()

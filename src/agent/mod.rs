@@ -110,6 +110,34 @@ pub enum Base {
     Accepted,
 }
 
+impl MineConfig {
+    /// Why `metrics` fall below a stand-alone bar (train, then valid Rank IC), if they do.
+    pub fn below_bars(&self, metrics: &std::collections::BTreeMap<String, Metrics>) -> Option<String> {
+        let rank_ic = |split: &str| metrics.get(split).map(|m| m.rank_ic).filter(|v| v.is_finite());
+        let (tr, va) = (rank_ic("train"), rank_ic("valid"));
+        if !(tr.unwrap_or(f64::NAN) >= self.min_train_rank_ic) {
+            Some(below("train", tr, self.min_train_rank_ic))
+        } else if !(va.unwrap_or(f64::NAN) >= self.min_valid_rank_ic) {
+            Some(below("valid", va, self.min_valid_rank_ic))
+        } else {
+            None
+        }
+    }
+
+    /// Why a gain is too little for the gain rule (`min_gain_t`, and the Sharpe when it
+    /// must not fall), if it is.
+    pub fn too_little(&self, g: &crate::kb::Gain) -> Option<String> {
+        let t = self.min_gain_t;
+        if !(g.t >= t) {
+            Some(format!("adds too little to the accepted set's combination: valid Rank IC gain {} a day, t {} (needs {t:.2}) over {} alphas", f4(g.mean), f2(g.t), g.set_size))
+        } else if self.sharpe_must_not_fall && g.sharpe_after < g.sharpe_before {
+            Some(format!("lowers the combination's net Sharpe on valid from {} to {}", f2(g.sharpe_before), f2(g.sharpe_after)))
+        } else {
+            None
+        }
+    }
+}
+
 /// A model's price, USD per million tokens.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Price {
@@ -618,14 +646,7 @@ impl<'a> Miner<'a> {
         let members: Vec<accept::Member> = self.members(id)?.into_iter().map(|(_, m)| m).collect();
         let sign = train_sign(cand.metrics.get("train")).unwrap_or(1.0);
         let g = accept::gain(self.view, self.rank_store(), &members, sign, ranks);
-        let t = self.cfg.min_gain_t;
-        let reason = if !(g.t >= t) {
-            Some(format!("adds too little to the accepted set's combination: valid Rank IC gain {} a day, t {} (needs {t:.2}) over {} alphas", f4(g.mean), f2(g.t), g.set_size))
-        } else if self.cfg.sharpe_must_not_fall && g.sharpe_after < g.sharpe_before {
-            Some(format!("lowers the combination's net Sharpe on valid from {} to {}", f2(g.sharpe_before), f2(g.sharpe_after)))
-        } else {
-            None
-        };
+        let reason = self.cfg.too_little(&g);
         Ok((g, reason))
     }
 
@@ -797,16 +818,12 @@ impl<'a> Miner<'a> {
     /// Whether a candidate is accepted: its error, the novelty checks and the stand-alone
     /// bars first, then (the `gain` rule) what it adds to the accepted set's combination.
     fn decide(&self, id: &str, best: &Candidate) -> Result<(Status, Option<crate::kb::Gain>), AgentError> {
-        let tr = best.metrics.get("train").map(|m| m.rank_ic).filter(|v| v.is_finite());
-        let va = best.metrics.get("valid").map(|m| m.rank_ic).filter(|v| v.is_finite());
         let status = if let Some(e) = &best.error {
             Status::Error { message: e.clone() }
         } else if let Some(r) = best.novelty.as_ref().and_then(|v| v.reject.clone()) {
             Status::Rejected { reason: r }
-        } else if !(tr.unwrap_or(f64::NAN) >= self.cfg.min_train_rank_ic) {
-            Status::Rejected { reason: below("train", tr, self.cfg.min_train_rank_ic) }
-        } else if !(va.unwrap_or(f64::NAN) >= self.cfg.min_valid_rank_ic) {
-            Status::Rejected { reason: below("valid", va, self.cfg.min_valid_rank_ic) }
+        } else if let Some(reason) = self.cfg.below_bars(&best.metrics) {
+            Status::Rejected { reason }
         } else {
             Status::Accepted
         };

@@ -79,28 +79,24 @@ pub fn recheck(kb: &Kb, view: &MiningView, store: &RankStore, cfg: &MineConfig) 
                 continue;
             }
         }
-        let metrics = &r.metrics;
         let cand = &ranks.values()[..cells];
         out.max_corr = set
             .iter()
             .filter_map(|m| pooled_corr(cand, &m.ranks.values()[..cells]).map(|c| (m.id.clone(), c)))
             .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()).then_with(|| b.0.cmp(&a.0)));
-        let tr = metrics.get("train").map(|m| m.rank_ic).unwrap_or(f64::NAN);
-        let va = metrics.get("valid").map(|m| m.rank_ic).unwrap_or(f64::NAN);
         if let Some((w, c)) = out.max_corr.as_ref().filter(|(_, c)| c.abs() >= cfg.novelty.max_corr) {
             out.reason = format!("too correlated with kept alpha {w}: {c:.3}");
-        } else if !(tr >= cfg.min_train_rank_ic) {
-            out.reason = format!("train Rank IC {tr:.4} is below {}", cfg.min_train_rank_ic);
-        } else if !(va >= cfg.min_valid_rank_ic) {
-            out.reason = format!("valid Rank IC {va:.4} is below {}", cfg.min_valid_rank_ic);
+        } else if let Some(reason) = cfg.below_bars(&r.metrics) {
+            out.reason = reason;
         } else {
-            let sign = train_sign(metrics.get("train")).unwrap_or(1.0);
+            let sign = train_sign(r.metrics.get("train")).unwrap_or(1.0);
             let g = accept::gain(view, store, &set, sign, ranks);
-            if g.t >= cfg.min_gain_t {
-                out.kept = true;
-                set.push(Member { id: r.id.clone(), sign, ranks: ranks.clone() });
-            } else {
-                out.reason = format!("gain t {:.2} is below {}", g.t, cfg.min_gain_t);
+            match cfg.too_little(&g) {
+                Some(reason) => out.reason = reason,
+                None => {
+                    out.kept = true;
+                    set.push(Member { id: r.id.clone(), sign, ranks: ranks.clone() });
+                }
             }
             out.gain = Some(g);
         }

@@ -421,14 +421,7 @@ fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataA
         _ => None,
     };
     // Formulas and factors are evaluated on train and valid, as mining sees the data.
-    let mining = |kb: &mut Kb| -> Result<(MiningView, crate::kb::BehaviourSample)> {
-        let md = load_data(data, cfg, json)?;
-        let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &md);
-        let mcfg = cfg.metrics();
-        let view = MiningView::new(&md, &splits, mcfg)?;
-        let sample = kb.behaviour_sample(&md, &splits)?;
-        Ok((view, sample))
-    };
+    let mining = |kb: &mut Kb| mining_view(kb, data, cfg, json);
     let items = if let Some((kind, kind_family)) = program {
         let code = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
         let (view, sample) = mining(kb)?;
@@ -702,23 +695,21 @@ fn show(r: &AlphaRecord) {
         }
     }
     if let Some(g) = &r.gain {
-        let f = |x: f64| if x.is_finite() { format!("{x:.4}") } else { "-".into() };
         println!(
             "gain        {} Rank IC a day on valid, t {:.2} over {} days, to the {} of {} alphas (Rank IC {} -> {}, net Sharpe {} -> {})",
-            f(g.mean),
+            num(g.mean),
             g.t,
             g.days,
             g.combiner,
             g.set_size,
-            f(g.rank_ic_before),
-            f(g.rank_ic_after),
-            f(g.sharpe_before),
-            f(g.sharpe_after)
+            num(g.rank_ic_before),
+            num(g.rank_ic_after),
+            num(g.sharpe_before),
+            num(g.sharpe_after)
         );
     }
     if let Some(c) = &r.contribution {
-        let f = |x: f64| if x.is_finite() { format!("{x:.4}") } else { "-".into() };
-        println!("contribution {} Rank IC a day on valid, t {:.2}: what the {} of {} others loses without it", f(c.mean), c.t, c.combiner, c.set_size);
+        println!("contribution {} Rank IC a day on valid, t {:.2}: what the {} of {} others loses without it", num(c.mean), c.t, c.combiner, c.set_size);
     }
     if let Some(l) = &r.lookahead {
         println!("look-ahead  {l}");
@@ -732,6 +723,16 @@ fn show(r: &AlphaRecord) {
     if !r.run_id.is_empty() {
         println!("run         {} (model {}, {} tokens, ${:.4})", r.run_id, r.model, r.tokens, r.cost_usd);
     }
+}
+
+/// What mining sees of the data (cut at the end of valid) at the config's label, and the
+/// knowledge base's behaviour sample for it.
+fn mining_view(kb: &mut Kb, data: &DataArgs, cfg: &Config, json: bool) -> Result<(MiningView, crate::kb::BehaviourSample)> {
+    let md = load_data(data, cfg, json)?;
+    let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &md);
+    let view = MiningView::new(&md, &splits, cfg.metrics())?;
+    let sample = kb.behaviour_sample(&md, &splits)?;
+    Ok((view, sample))
 }
 
 /// `signal` with each date's values dealt to the stocks in a random order (Fisher-Yates
@@ -752,10 +753,7 @@ fn shuffled_within_dates(signal: &crate::data::Panel, rng: &mut u64) -> crate::d
 /// shuffles of the same signal.
 fn judge(kb: &mut Kb, e: &str, data: &DataArgs, null: Option<usize>, seed: u64, cfg: &Config, json: bool) -> Result<()> {
     use crate::agent::{MineConfig, Miner, Templates};
-    let md = load_data(data, cfg, json)?;
-    let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &md);
-    let view = MiningView::new(&md, &splits, cfg.metrics())?;
-    let sample = kb.behaviour_sample(&md, &splits)?;
+    let (view, sample) = mining_view(kb, data, cfg, json)?;
     let mcfg = cfg.mine.apply(MineConfig::default());
     let kb = &*kb;
     let miner = Miner::new(&crate::llm::NoModel, kb, &view, sample, mcfg.clone(), Templates::load(&Templates::default_dir())?, "judge".into(), false)?;
@@ -812,9 +810,7 @@ fn judge(kb: &mut Kb, e: &str, data: &DataArgs, null: Option<usize>, seed: u64, 
 
 /// `kb recheck`: the current rule over the accepted alphas, in acceptance order.
 fn recheck(kb: &mut Kb, data: &DataArgs, apply: bool, cfg: &Config, json: bool) -> Result<()> {
-    let md = load_data(data, cfg, json)?;
-    let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &md);
-    let view = MiningView::new(&md, &splits, cfg.metrics())?;
+    let (view, _) = mining_view(kb, data, cfg, json)?;
     let mcfg = cfg.mine.apply(crate::agent::MineConfig::default());
     let store = kb.rank_store(&view.data, view.train.span().0, view.valid.span().1);
     let r = crate::agent::recheck::recheck(kb, &view, &store, &mcfg)?;

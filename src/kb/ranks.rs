@@ -95,32 +95,30 @@ fn sums(a: &[f32], b: &[f32]) -> [f64; 6] {
         let (ra, rb) = (ca.remainder(), cb.remainder());
         for (xa, xb) in ca.zip(cb) {
             for k in 0..L {
-                let (x, y) = (xa[k], xb[k]);
-                let ok = x.is_finite() && y.is_finite();
-                let (x, y) = if ok { (x - 0.5, y - 0.5) } else { (0.0, 0.0) };
-                s[0][k] += ok as u8 as f32;
-                s[1][k] += x;
-                s[2][k] += y;
-                s[3][k] += x * x;
-                s[4][k] += y * y;
-                s[5][k] += x * y;
+                add_cell(&mut s, k, xa[k], xb[k]);
             }
         }
         for (k, (&x, &y)) in ra.iter().zip(rb).enumerate() {
-            let ok = x.is_finite() && y.is_finite();
-            let (x, y) = if ok { (x - 0.5, y - 0.5) } else { (0.0, 0.0) };
-            s[0][k] += ok as u8 as f32;
-            s[1][k] += x;
-            s[2][k] += y;
-            s[3][k] += x * x;
-            s[4][k] += y * y;
-            s[5][k] += x * y;
+            add_cell(&mut s, k, x, y);
         }
         for (t, l) in total.iter_mut().zip(&s) {
             *t += l.iter().map(|&v| v as f64).sum::<f64>();
         }
     }
     total
+}
+
+/// One cell pair into lane `k` of the block's sums (nothing unless both are finite).
+#[inline(always)]
+fn add_cell<const L: usize>(s: &mut [[f32; L]; 6], k: usize, x: f32, y: f32) {
+    let ok = x.is_finite() && y.is_finite();
+    let (x, y) = if ok { (x - 0.5, y - 0.5) } else { (0.0, 0.0) };
+    s[0][k] += ok as u8 as f32;
+    s[1][k] += x;
+    s[2][k] += y;
+    s[3][k] += x * x;
+    s[4][k] += y * y;
+    s[5][k] += x * y;
 }
 
 /// A content hash of everything a signal can read: the calendar, the universe, every value
@@ -192,45 +190,50 @@ impl RankStore {
         Ranks(Backing::Owned(rank_rows(signal, self.start, self.end)))
     }
 
+    /// Where alpha `id`'s ranks with formula `code` are kept.
+    fn path(&self, id: &str, code: &str) -> PathBuf {
+        self.dir.join(format!("{}.f32", file_stem(id, code)))
+    }
+
+    /// Writes `values` to `path` whole under another name, then renames it into place: a
+    /// reader never maps a half-written file.
+    fn write(&self, path: &Path, values: &[f32]) -> Result<(), KbError> {
+        let io = |err: std::io::Error| KbError::Io { path: path.to_path_buf(), err };
+        std::fs::create_dir_all(&self.dir).map_err(io)?;
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let part = path.with_extension("part");
+        std::fs::write(&part, bytes).map_err(io)?;
+        std::fs::rename(&part, path).map_err(io)
+    }
+
     /// Keeps `ranks` as alpha `id`'s with formula `code` (a Python factor's, which this
     /// store could not compute later without its sandbox).
     pub fn put(&self, id: &str, code: &str, ranks: &Ranks) -> Result<(), KbError> {
-        let path = self.dir.join(format!("{}.f32", file_stem(id, code)));
-        let io = |err: std::io::Error| KbError::Io { path: path.clone(), err };
+        let path = self.path(id, code);
         if path.exists() {
             return Ok(());
         }
-        std::fs::create_dir_all(&self.dir).map_err(io)?;
-        let bytes: Vec<u8> = ranks.values().iter().flat_map(|v| v.to_le_bytes()).collect();
-        let part = path.with_extension("part");
-        std::fs::write(&part, bytes).map_err(io)?;
-        std::fs::rename(&part, &path).map_err(io)
+        self.write(&path, ranks.values())
     }
 
     /// The stored ranks of alpha `id` with formula `code`, computed from `signal()` and
     /// written when missing; `None` when `signal()` gives none (a formula that no longer
     /// evaluates on this data).
     pub fn get_or_compute(&self, id: &str, code: &str, signal: impl FnOnce() -> Option<Arc<Panel>>) -> Result<Option<Arc<Ranks>>, KbError> {
-        let path = self.dir.join(format!("{}.f32", file_stem(id, code)));
+        let path = self.path(id, code);
         if let Some(r) = self.mapped.lock().unwrap_or_else(|p| p.into_inner()).get(&path) {
             return Ok(Some(r.clone()));
         }
         let io = |err: std::io::Error| KbError::Io { path: path.clone(), err };
         let want = (self.n_dates() * self.n_assets * 4) as u64;
-        if std::fs::metadata(&path).is_ok_and(|m| m.len() != want) {
+        if let Some(len) = std::fs::metadata(&path).ok().map(|m| m.len()).filter(|&l| l != want) {
             // Cut short by a crash: computed again below.
-            tracing::warn!("{}: {} bytes, not {want}; recomputing", path.display(), std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0));
+            tracing::warn!("{}: {len} bytes, not {want}; recomputing", path.display());
             std::fs::remove_file(&path).map_err(io)?;
         }
         if !path.exists() {
             let Some(sig) = signal() else { return Ok(None) };
-            let rows = rank_rows(&sig, self.start, self.end);
-            std::fs::create_dir_all(&self.dir).map_err(io)?;
-            let bytes: Vec<u8> = rows.iter().flat_map(|v| v.to_le_bytes()).collect();
-            // Written whole, then renamed: a reader never maps a half-written file.
-            let part = path.with_extension("part");
-            std::fs::write(&part, bytes).map_err(io)?;
-            std::fs::rename(&part, &path).map_err(io)?;
+            self.write(&path, &rank_rows(&sig, self.start, self.end))?;
         }
         let file = std::fs::File::open(&path).map_err(io)?;
         // SAFETY: the file is only ever written whole under another name and renamed into
