@@ -188,3 +188,39 @@ fn recheck_applies_the_rule_in_acceptance_order() {
     assert_eq!(r.base, 5);
     assert!(r.before.rank_ic.is_finite() && r.after.rank_ic.is_finite() && r.before.rank_ic != r.after.rank_ic);
 }
+
+/// The two commands on top of the rule: `kb judge --null` judges shuffles of a signal
+/// (each draw's gain reported), and `kb recheck --apply` marks what would not stay as
+/// rejected with the reason, leaving the rest of the store as it was.
+#[test]
+fn kb_judge_and_recheck_from_the_command_line() {
+    use alphaloop::kb::AlphaRecord;
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = dir.path().join("kb");
+    {
+        let kb = kb_with(&store, &SET);
+        let code = format!("({}) * 2", formula("alpha101_101"));
+        let mut r = AlphaRecord::new("r-0001", alphaloop::kb::Kind::Expression, code.clone(), Status::Accepted);
+        r.run_id = "r".into();
+        r.metrics = view().score(&alphaloop::expr::eval_expr(&code, &view().data, &alphaloop::expr::NoAlphas).expect("eval"));
+        kb.put(vec![(r, None)]).expect("stored");
+    }
+    let cfg = common::sample_config(dir.path(), &common::shared("data/sp500_sample.parquet"), None);
+    let judged: serde_json::Value = serde_json::from_str(&common::kb_cli(&cfg, &store, &["--json", "judge", "--null", "12", &formula("alpha101_069")])).expect("json");
+    assert_eq!(judged["status"], "rejected", "{judged}");
+    let null = &judged["null"];
+    assert_eq!(null["draws"], 12);
+    let ts = null["gain_t"].as_array().expect("one t a draw");
+    assert!(ts.len() == 12 && ts.iter().all(|t| t.as_f64().is_some_and(f64::is_finite)), "{null}");
+    assert!(null["accepted"].as_u64().is_some_and(|a| a <= 12));
+    let before: serde_json::Value = serde_json::from_str(&common::kb_cli(&cfg, &store, &["--json", "stats"])).expect("json");
+    common::kb_cli(&cfg, &store, &["recheck", "--apply"]);
+    let kb = Kb::open(&Location::Dir(store.clone()), alphaloop::kb::default_embedder(None).expect("embedding model")).expect("kb");
+    let r = kb.get("r-0001").expect("get").expect("kept");
+    assert!(r.status.reason().starts_with("recheck: too correlated with kept alpha alpha101_101"), "{}", r.status);
+    assert_eq!(kb.get("alpha101_101").expect("get").expect("kept").status, Status::Accepted);
+    drop(kb);
+    let after: serde_json::Value = serde_json::from_str(&common::kb_cli(&cfg, &store, &["--json", "stats"])).expect("json");
+    assert_eq!(after["total"], before["total"]);
+    assert_eq!(after["by_status"]["accepted"].as_u64(), before["by_status"]["accepted"].as_u64().map(|n| n - 1));
+}
