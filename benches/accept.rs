@@ -6,11 +6,16 @@
 //! * `rank_candidate`: a candidate's per-date ranks over train and valid (f64, stored f32);
 //! * `exact_novelty_200`: its rank correlation over the train panel with all 200;
 //! * `gain_200`: the signed-mean combination's valid Rank IC with and without it, scored
-//!   day by day, and the gain's t-statistic.
+//!   day by day, and the gain's t-statistic, against a set already seen (its combination
+//!   kept, as in the loop);
+//! * `ridge_gram_200`: the ridge combiner's first gain, which computes the set's Gram
+//!   matrix over train (20,100 products of 200 alphas, the label included);
+//! * `ridge_gain_200`: each gain after it: the candidate's 202 products, a fit and the
+//!   combination scored.
 //!
 //! Run: `RAYON_NUM_THREADS=1 cargo bench --bench accept` (figures in benches/README.md).
 
-use alphaloop::agent::accept::{gain, Member};
+use alphaloop::agent::accept::{Combine, Combiner, Member, DEFAULT_RIDGE_LAMBDA};
 use alphaloop::backtest::{MetricsConfig, MiningView};
 use alphaloop::data::{load, LoadOptions, Splits};
 use alphaloop::expr::{evaluate, Compiler, NoAlphas, Schema};
@@ -84,8 +89,17 @@ fn main() {
         let m = members.iter().filter_map(|m| pooled_corr(&cand.values()[..cells], &m.ranks.values()[..cells])).fold(0f64, |a, c| a.max(c.abs()));
         std::hint::black_box(m);
     });
+    let mean = Combiner::new(Combine::SignedMean, 0.0);
     let gain_s = median(5, || {
-        std::hint::black_box(gain(&view, &store, &members, 1.0, &cand));
+        std::hint::black_box(mean.gain(&view, &store, &members, 1.0, &cand));
+    });
+    // The ridge's first call computes the set's Gram matrix (kept for the calls after).
+    let ridge = Combiner::new(Combine::Ridge, DEFAULT_RIDGE_LAMBDA);
+    let t0 = Instant::now();
+    std::hint::black_box(ridge.gain(&view, &store, &members, 1.0, &cand));
+    let gram_s = t0.elapsed().as_secs_f64();
+    let ridge_s = median(5, || {
+        std::hint::black_box(ridge.gain(&view, &store, &members, 1.0, &cand));
     });
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -95,4 +109,6 @@ fn main() {
     println!("rank_candidate     {:>8.1} ms", rank_s * 1e3);
     println!("exact_novelty_200  {:>8.1} ms", novelty_s * 1e3);
     println!("gain_200           {:>8.1} ms", gain_s * 1e3);
+    println!("ridge_gram_200     {:>8.1} ms", gram_s * 1e3);
+    println!("ridge_gain_200     {:>8.1} ms", ridge_s * 1e3);
 }

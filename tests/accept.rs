@@ -118,7 +118,7 @@ fn an_empty_base_measures_the_candidate_alone() {
 /// computed from scratch; stored on the records, `kb top --by contribution` ranks by them.
 #[test]
 fn contributions_are_leave_one_out_gains_and_rank_the_set() {
-    use alphaloop::agent::accept::{contributions, gain, Member};
+    use alphaloop::agent::accept::{Combine, Combiner, Member};
     let dir = tempfile::tempdir().expect("tmp");
     let ids = ["alpha101_004", "alpha101_019", "alpha101_069", "alpha101_073"];
     let kb = kb_with(dir.path(), &ids);
@@ -126,13 +126,20 @@ fn contributions_are_leave_one_out_gains_and_rank_the_set() {
     let store = kb.rank_store(&v.data, v.train.span().0, v.valid.span().1);
     let set = kb.accepted_ranks(&store, &v.data, |_| true).expect("ranks");
     let members: Vec<Member> = set.iter().map(|(r, k)| Member { id: r.id.clone(), sign: r.metrics["train"].rank_ic.signum(), ranks: k.clone() }).collect();
-    let loo = contributions(v, &store, &members);
+    let mean = Combiner::new(Combine::SignedMean, 0.0);
+    let loo = mean.contributions(v, &store, &members);
     assert_eq!(loo.len(), ids.len());
+    // The ridge's too (each leave-one-out a fit of its own), on a fresh combiner each time
+    // so that no cached product is shared between the two computations.
+    let ridge_loo = Combiner::new(Combine::Ridge, 0.1).contributions(v, &store, &members);
     for (j, m) in members.iter().enumerate() {
-        let others: Vec<Member> = members.iter().filter(|o| o.id != m.id).map(|o| Member { id: o.id.clone(), sign: o.sign, ranks: o.ranks.clone() }).collect();
-        let direct = gain(v, &store, &others, m.sign, &m.ranks);
+        let others: Vec<Member> = members.iter().filter(|o| o.id != m.id).cloned().collect();
+        let direct = mean.gain(v, &store, &others, m.sign, &m.ranks);
         assert_eq!(loo[j].set_size, ids.len() - 1);
         assert!((loo[j].mean - direct.mean).abs() < 1e-12 && (loo[j].t - direct.t).abs() < 1e-9, "{}: {:?} against {direct:?}", m.id, loo[j]);
+        let direct = Combiner::new(Combine::Ridge, 0.1).gain(v, &store, &others, m.sign, &m.ranks);
+        assert_eq!((ridge_loo[j].combiner.as_str(), direct.combiner.as_str()), ("ridge", "ridge"));
+        assert!((ridge_loo[j].mean - direct.mean).abs() < 1e-12 && (ridge_loo[j].t - direct.t).abs() < 1e-9, "{}: {:?} against {direct:?}", m.id, ridge_loo[j]);
     }
     // Kept on the records (their vectors untouched), and ranked by.
     let mut recs: Vec<_> = set.into_iter().map(|(r, _)| r).collect();
@@ -223,4 +230,109 @@ fn kb_judge_and_recheck_from_the_command_line() {
     let after: serde_json::Value = serde_json::from_str(&common::kb_cli(&cfg, &store, &["--json", "stats"])).expect("json");
     assert_eq!(after["total"], before["total"]);
     assert_eq!(after["by_status"]["accepted"].as_u64(), before["by_status"]["accepted"].as_u64().map(|n| n - 1));
+}
+
+/// The ridge combiner's weights are the ridge regression of the train label's per-date
+/// percentile rank on the members' ranks (each date's centred on its mean, a missing rank
+/// at the centre), computed
+/// here from the closes and the ranks in plain f64 and solved by Gaussian elimination.
+#[test]
+fn ridge_weights_solve_the_regression_on_train() {
+    use alphaloop::agent::accept::{Combine, Combiner, Member};
+    let dir = tempfile::tempdir().expect("tmp");
+    let kb = kb_with(dir.path(), &SET);
+    let v = view();
+    let store = kb.rank_store(&v.data, v.train.span().0, v.valid.span().1);
+    let set = kb.accepted_ranks(&store, &v.data, |_| true).expect("ranks");
+    let members: Vec<Member> = set.iter().map(|(r, k)| Member { id: r.id.clone(), sign: 1.0, ranks: k.clone() }).collect();
+    let lambda = 0.1;
+    let got = Combiner::new(Combine::Ridge, lambda).weights(v, &members);
+
+    // The label: close(t + 1 + 1) / close(t + 1) − 1 inside train, ranked per date.
+    let (ts, te) = v.train.span();
+    let na = v.data.n_assets();
+    let close = v.data.field("close").expect("closes").to_array();
+    let mut y = vec![f64::NAN; (te - ts) * na];
+    for t in ts..te {
+        if t + 2 >= te {
+            continue;
+        }
+        let row: Vec<f64> = (0..na).map(|a| close[[t + 2, a]] / close[[t + 1, a]] - 1.0).collect();
+        let ok: Vec<usize> = (0..na).filter(|&a| row[a].is_finite()).collect();
+        for &a in &ok {
+            let below = ok.iter().filter(|&&b| row[b] < row[a]).count() as f64;
+            let equal = ok.iter().filter(|&&b| row[b] == row[a]).count() as f64;
+            y[(t - ts) * na + a] = (below + (equal + 1.0) / 2.0) / ok.len() as f64;
+        }
+    }
+    // Each date's ranks centred on their mean (the mean of n percentile ranks is
+    // (n + 1) / 2n), a missing one at the centre.
+    let centre = |v: &[f64]| -> Vec<f64> {
+        v.chunks(na)
+            .flat_map(|row| {
+                let ok: Vec<f64> = row.iter().copied().filter(|r| r.is_finite()).collect();
+                let mean = ok.iter().sum::<f64>() / ok.len().max(1) as f64;
+                row.iter().map(move |&r| if r.is_finite() { r - mean } else { f64::NAN }).collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let x: Vec<Vec<f64>> = members.iter().map(|m| centre(&m.ranks.values()[..y.len()].iter().map(|&r| r as f64).collect::<Vec<_>>()).into_iter().map(|r| if r.is_finite() { r } else { 0.0 }).collect()).collect();
+    let yc = centre(&y);
+    let k = members.len();
+    // The regression's rows are the cells with a label.
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).zip(&yc).filter(|(_, l)| l.is_finite()).map(|((p, q), _)| p * q).sum::<f64>();
+    let mut g: Vec<Vec<f64>> = (0..k).map(|i| (0..k).map(|j| dot(&x[i], &x[j])).collect()).collect();
+    let mut b: Vec<f64> = (0..k).map(|i| dot(&x[i], &yc)).collect();
+    let pen = lambda * (0..k).map(|i| g[i][i]).sum::<f64>() / k as f64;
+    for i in 0..k {
+        g[i][i] += pen;
+    }
+    // Gaussian elimination with partial pivoting.
+    for c in 0..k {
+        let p = (c..k).max_by(|&a, &b| g[a][c].abs().total_cmp(&g[b][c].abs())).expect("a row");
+        g.swap(c, p);
+        b.swap(c, p);
+        for r in c + 1..k {
+            let f = g[r][c] / g[c][c];
+            for j in c..k {
+                g[r][j] -= f * g[c][j];
+            }
+            b[r] -= f * b[c];
+        }
+    }
+    let mut w = vec![0.0; k];
+    for i in (0..k).rev() {
+        w[i] = (b[i] - (i + 1..k).map(|j| g[i][j] * w[j]).sum::<f64>()) / g[i][i];
+    }
+    let scale = w.iter().fold(0f64, |a, v| a.max(v.abs()));
+    assert!(scale > 0.0);
+    for (a, e) in got.iter().zip(&w) {
+        assert!((a - e).abs() < 1e-6 * scale, "ridge weights {got:?} against {w:?}");
+    }
+}
+
+/// Under the ridge combiner a candidate's sign is the fit's business: an alpha and its
+/// negation add the same (up to the 1/n by which a negated rank is not the mirror of a
+/// rank), whatever sign is passed; and a mined alpha's gain is recorded as the ridge's.
+#[test]
+fn the_ridge_gain_does_not_depend_on_the_sign() {
+    use alphaloop::agent::accept::{Combine, Combiner, Member};
+    let dir = tempfile::tempdir().expect("tmp");
+    let kb = kb_with(dir.path(), &SET);
+    let v = view();
+    let store = kb.rank_store(&v.data, v.train.span().0, v.valid.span().1);
+    let members: Vec<Member> = kb.accepted_ranks(&store, &v.data, |_| true).expect("ranks").into_iter().map(|(r, k)| Member { id: r.id, sign: 1.0, ranks: k }).collect();
+    let f = formula("alpha101_069");
+    let ranks = |code: &str| store.rank(&alphaloop::expr::eval_expr(code, &v.data, &alphaloop::expr::NoAlphas).expect("eval"));
+    let ridge = Combiner::new(Combine::Ridge, 0.1);
+    let a = ridge.gain(v, &store, &members, 1.0, &ranks(&f));
+    let b = ridge.gain(v, &store, &members, 1.0, &ranks(&format!("-1 * ({f})")));
+    let c = ridge.gain(v, &store, &members, -1.0, &ranks(&f));
+    assert_eq!((a.combiner.as_str(), a.set_size), ("ridge", SET.len()));
+    assert!(a.t.is_finite() && (a.t - b.t).abs() < 0.05 && (a.mean - b.mean).abs() < 1e-4, "{a:?} against {b:?}");
+    assert_eq!(a, c);
+    let m = miner(&kb, MineConfig { combine: Combine::Ridge, min_gain_t: -100.0, ..MineConfig::default() });
+    let j = m.judge_expression("cand", &f).expect("judged");
+    assert_eq!(j.status, Status::Accepted);
+    assert_eq!(j.gain.expect("measured").combiner, "ridge");
 }

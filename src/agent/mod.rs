@@ -66,6 +66,9 @@ pub struct MineConfig {
     pub min_gain_t: f64,
     /// ... and, when set, only if the combination's net Sharpe on valid does not fall.
     pub sharpe_must_not_fall: bool,
+    /// The combination the gain is measured on, and the ridge's penalty.
+    pub combine: accept::Combine,
+    pub ridge_lambda: f64,
     /// The set a candidate is combined with: every accepted alpha, or only mined ones.
     pub base: Base,
     /// Acceptance: Rank IC on train and on valid at least these (the writer chooses the sign).
@@ -124,6 +127,11 @@ impl MineConfig {
         }
     }
 
+    /// The gain's combiner these settings name.
+    pub fn combiner(&self) -> accept::Combiner {
+        accept::Combiner::new(self.combine, self.ridge_lambda)
+    }
+
     /// Why a gain is too little for the gain rule (`min_gain_t`, and the Sharpe when it
     /// must not fall), if it is.
     pub fn too_little(&self, g: &crate::kb::Gain) -> Option<String> {
@@ -166,6 +174,8 @@ impl Default for MineConfig {
             accept: Accept::Gain,
             min_gain_t: DEFAULT_MIN_GAIN_T,
             sharpe_must_not_fall: false,
+            combine: accept::Combine::SignedMean,
+            ridge_lambda: accept::DEFAULT_RIDGE_LAMBDA,
             base: Base::Seeds,
             min_train_rank_ic: 0.002,
             min_valid_rank_ic: 0.0,
@@ -472,6 +482,8 @@ pub struct Miner<'a> {
     /// Ranked signals over train then valid: the accepted alphas' kept on disk, for the
     /// exact novelty check. Opened on first use (it hashes the whole mining data).
     ranks: std::sync::OnceLock<crate::kb::ranks::RankStore>,
+    /// The gain's combiner, with what it keeps between candidates.
+    combiner: accept::Combiner,
     /// The Python sandbox over the mining data, when the writer writes Python.
     sandbox: Option<std::sync::Mutex<crate::sandbox::PySandbox>>,
 }
@@ -510,6 +522,7 @@ impl<'a> Miner<'a> {
             summary: g::sentences_gbnf(3),
             hypothesis: g::hypothesis_gbnf(),
         });
+        let combiner = cfg.combiner();
         let sandbox = if cfg.python {
             let sb = crate::sandbox::PySandbox::start(&view.data, Default::default()).map_err(|e| AgentError::Sandbox(e.to_string()))?;
             Some(std::sync::Mutex::new(sb))
@@ -518,7 +531,7 @@ impl<'a> Miner<'a> {
         };
         let cutoff = crate::sandbox::lookahead::default_cutoff(&view.data);
         let noised = std::sync::OnceLock::new();
-        Ok(Miner { llm, kb, view, sample, cfg, templates, run_id, grammars, writer_system, noised, cutoff, ranks: Default::default(), sandbox })
+        Ok(Miner { llm, kb, view, sample, cfg, templates, run_id, grammars, writer_system, noised, cutoff, ranks: Default::default(), sandbox, combiner })
     }
 
     fn ask(&self, system: &str, user: String, grammar: Option<&String>, max_tokens: u32, seed: u32, tokens: &mut (u64, u64)) -> Result<String, AgentError> {
@@ -645,7 +658,7 @@ impl<'a> Miner<'a> {
         let ranks = cand.ranks.as_ref().ok_or_else(|| AgentError::Invalid("a candidate with metrics has ranks".into()))?;
         let members: Vec<accept::Member> = self.members(id)?.into_iter().map(|(_, m)| m).collect();
         let sign = train_sign(cand.metrics.get("train")).unwrap_or(1.0);
-        let g = accept::gain(self.view, self.rank_store(), &members, sign, ranks);
+        let g = self.combiner.gain(self.view, self.rank_store(), &members, sign, ranks);
         let reason = self.cfg.too_little(&g);
         Ok((g, reason))
     }
@@ -658,7 +671,7 @@ impl<'a> Miner<'a> {
         // Its ranks, as kept a moment ago.
         let Some(own) = self.rank_store().get_or_compute(&rec.id, &rec.code, || None)? else { return Ok(()) };
         members.push(accept::Member { id: rec.id.clone(), sign, ranks: own });
-        let mut gains = accept::contributions(self.view, self.rank_store(), &members);
+        let mut gains = self.combiner.contributions(self.view, self.rank_store(), &members);
         rec.contribution = gains.pop();
         for (r, g) in others.iter_mut().zip(gains) {
             r.contribution = Some(g);

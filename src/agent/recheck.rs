@@ -10,7 +10,7 @@
 //! set. (The AST-overlap check is left out: it compares formulas, which the correlation
 //! already covers for copies, and it would need the store's subtree cache per step.)
 
-use super::accept::{self, Member};
+use super::accept::Member;
 use super::{train_sign, AgentError, Base, MineConfig};
 use crate::backtest::{Metrics, MiningView};
 use crate::kb::ranks::{pooled_corr, RankStore};
@@ -66,7 +66,8 @@ pub fn recheck(kb: &Kb, view: &MiningView, store: &RankStore, cfg: &MineConfig) 
     let mut set: Vec<Member> = if cfg.base == Base::Seeds { seeds.iter().filter_map(|(r, k)| member(r, k)).collect() } else { Vec::new() };
     let base = set.len();
     let everything: Vec<Member> = seeds.iter().chain(&mined).filter_map(|(r, k)| member(r, k)).collect();
-    let before = accept::combination_metrics(view, store, &everything);
+    let combiner = cfg.combiner();
+    let before = combiner.metrics(view, store, &everything);
     let mut alphas = Vec::new();
     for (r, ranks) in &mined {
         let mut out = Rechecked { id: r.id.clone(), code: r.code.clone(), kept: false, reason: String::new(), gain: None, max_corr: None };
@@ -90,7 +91,7 @@ pub fn recheck(kb: &Kb, view: &MiningView, store: &RankStore, cfg: &MineConfig) 
             out.reason = reason;
         } else {
             let sign = train_sign(r.metrics.get("train")).unwrap_or(1.0);
-            let g = accept::gain(view, store, &set, sign, ranks);
+            let g = combiner.gain(view, store, &set, sign, ranks);
             match cfg.too_little(&g) {
                 Some(reason) => out.reason = reason,
                 None => {
@@ -102,6 +103,6 @@ pub fn recheck(kb: &Kb, view: &MiningView, store: &RankStore, cfg: &MineConfig) 
         }
         alphas.push(out);
     }
-    let after = accept::combination_metrics(view, store, &set);
+    let after = combiner.metrics(view, store, &set);
     Ok(Recheck { alphas, base, before, after })
 }

@@ -255,6 +255,19 @@ impl Scorer {
         &self.cfg
     }
 
+    /// The main label's per-date percentile ranks (rank / count, ties averaged, as
+    /// `rank()` ranks a signal), date-major over the period; NaN where it is not finite.
+    pub fn label_ranks(&self) -> Vec<f32> {
+        let na = self.n_assets;
+        let mut out = self.main_ranks.clone();
+        for (row, &n) in out.chunks_mut(na.max(1)).zip(&self.n_labelled) {
+            for r in row {
+                *r = (*r as f64 / n as f64) as f32;
+            }
+        }
+        out
+    }
+
     /// Indices `[start, end)` of the period's dates in the data.
     pub fn span(&self) -> (usize, usize) {
         (self.start, self.end)

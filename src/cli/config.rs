@@ -98,6 +98,12 @@ pub struct MineSettings {
     pub min_gain_t: Option<f64>,
     /// ... and, when true, only if the combination's net Sharpe on valid does not fall (false).
     pub sharpe_must_not_fall: Option<bool>,
+    /// The combination the gain is measured on: `signed-mean` (default), the mean of the
+    /// alphas' per-date ranks each signed by its train Rank IC, or `ridge`, weights from a
+    /// ridge regression of the label's per-date rank on theirs over train ...
+    pub combiner: Option<crate::agent::accept::Combine>,
+    /// ... whose penalty is this share of the Gram matrix's mean diagonal (0.1).
+    pub ridge_lambda: Option<f64>,
     /// The set the gain is measured against: `seeds` (every accepted alpha, the imported
     /// seeds too; default) or `accepted` (only alphas mining accepted).
     pub base: Option<crate::agent::Base>,
@@ -137,6 +143,8 @@ impl MineSettings {
         set(&mut cfg.accept, self.accept);
         set(&mut cfg.min_gain_t, self.min_gain_t);
         set(&mut cfg.sharpe_must_not_fall, self.sharpe_must_not_fall);
+        set(&mut cfg.combine, self.combiner);
+        set(&mut cfg.ridge_lambda, self.ridge_lambda);
         set(&mut cfg.base, self.base);
         set(&mut cfg.beta, self.judge_threshold);
         set(&mut cfg.min_train_rank_ic, self.min_train_rank_ic);
@@ -160,6 +168,8 @@ impl MineSettings {
             accept: Some(c.accept),
             min_gain_t: Some(c.min_gain_t),
             sharpe_must_not_fall: Some(c.sharpe_must_not_fall),
+            combiner: Some(c.combine),
+            ridge_lambda: Some(c.ridge_lambda),
             base: Some(c.base),
             min_train_rank_ic: Some(c.min_train_rank_ic),
             min_valid_rank_ic: Some(c.min_valid_rank_ic),
@@ -205,6 +215,9 @@ impl MineSettings {
         }
         if let Some(t) = self.min_gain_t.filter(|t| !t.is_finite()) {
             return Err(format!("min_gain_t = {t}; give a t-statistic (a number)"));
+        }
+        if let Some(l) = self.ridge_lambda.filter(|l| !(l.is_finite() && *l >= 0.0)) {
+            return Err(format!("ridge_lambda = {l}; give a penalty of 0 or more (a share of the Gram matrix's mean diagonal)"));
         }
         ic("min_train_rank_ic", self.min_train_rank_ic)?;
         ic("min_valid_rank_ic", self.min_valid_rank_ic)?;

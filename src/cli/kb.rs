@@ -854,7 +854,8 @@ fn recheck(kb: &mut Kb, data: &DataArgs, apply: bool, cfg: &Config, json: bool) 
         mcfg.base
     );
     println!(
-        "the signed-mean combination on valid: Rank IC {} with every accepted alpha, {} with those that stay (net Sharpe {} and {})",
+        "the {} combination on valid: Rank IC {} with every accepted alpha, {} with those that stay (net Sharpe {} and {})",
+        mcfg.combine.name(),
         num(r.before.rank_ic),
         num(r.after.rank_ic),
         num(r.before.sharpe),

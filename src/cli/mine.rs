@@ -71,6 +71,10 @@ pub struct MineArgs {
     /// candidate adds to the accepted set's combination on valid, or `standalone`.
     #[arg(long, value_enum)]
     pub accept: Option<crate::agent::Accept>,
+    /// The gain's combiner, as `[mine] combiner` (which this overrides): `signed-mean` or
+    /// `ridge`.
+    #[arg(long, value_enum)]
+    pub combiner: Option<crate::agent::accept::Combine>,
     /// Stop cleanly once this many tokens were used.
     #[arg(long)]
     pub budget_tokens: Option<u64>,
@@ -289,6 +293,9 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
     let mut cfg = cfg.with_metrics(&args.metrics);
     if let Some(a) = args.accept {
         cfg.mine.accept = Some(a);
+    }
+    if let Some(c) = args.combiner {
+        cfg.mine.combiner = Some(c);
     }
     let cfg = &cfg;
     if args.resume.as_deref() == Some("") {

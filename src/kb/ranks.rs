@@ -77,6 +77,51 @@ pub fn pooled_corr(a: &[f32], b: &[f32]) -> Option<f64> {
     (vx > 0.0 && vy > 0.0).then(|| (cov / (vx * vy).sqrt()).clamp(-1.0, 1.0))
 }
 
+/// Each row's mean rank, `(n + 1) / 2n` for its `n` finite percentile ranks (ties
+/// averaged keep the mean), for rows of `na` cells; NaN for a row with none. Ranks centred
+/// on it are exactly mirrored by a negation (`rank(-x)` is `(n + 1) / n − rank(x)`), which
+/// centring on 0.5 misses by 1/n.
+pub fn row_centres(r: &[f32], na: usize) -> Vec<f32> {
+    r.chunks(na.max(1))
+        .map(|row| {
+            let n = row.iter().filter(|v| v.is_finite()).count() as f64;
+            if n > 0.0 { ((n + 1.0) / (2.0 * n)) as f32 } else { f32::NAN }
+        })
+        .collect()
+}
+
+/// Σ (a − ca)(b − cb) over the cells where `a`, `b` and `on` are all finite, the centres
+/// `ca` and `cb` given per row of `na` cells ([`row_centres`]): a regression's cross
+/// product of centred ranks over the cells with a label (`on`), a missing rank counting as
+/// its row's centre. Summed in sixteen f32 lanes per row, folded into f64 once per row.
+pub fn centred_dot(a: &[f32], ca: &[f32], b: &[f32], cb: &[f32], on: &[f32], na: usize) -> f64 {
+    assert!(a.len() == b.len() && a.len() == on.len() && ca.len() == cb.len() && ca.len() * na == a.len(), "ranks of the same shape");
+    crate::data::with_avx512(#[inline(always)] || {
+        const L: usize = 16;
+        let mut total = 0f64;
+        let rows = a.chunks(na.max(1)).zip(b.chunks(na.max(1))).zip(on.chunks(na.max(1)));
+        for (((ra, rb), ro), (&ma, &mb)) in rows.zip(ca.iter().zip(cb)) {
+            let mut s = [0f32; L];
+            let cell = |s: &mut [f32; L], k: usize, x: f32, y: f32, o: f32| {
+                let ok = x.is_finite() && y.is_finite() && o.is_finite();
+                s[k] += if ok { (x - ma) * (y - mb) } else { 0.0 };
+            };
+            let (xa, xb, xo) = (ra.chunks_exact(L), rb.chunks_exact(L), ro.chunks_exact(L));
+            let (qa, qb, qo) = (xa.remainder(), xb.remainder(), xo.remainder());
+            for ((la, lb), lo) in xa.zip(xb).zip(xo) {
+                for k in 0..L {
+                    cell(&mut s, k, la[k], lb[k], lo[k]);
+                }
+            }
+            for (k, ((&x, &y), &o)) in qa.iter().zip(qb).zip(qo).enumerate() {
+                cell(&mut s, k, x, y, o);
+            }
+            total += s.iter().map(|&v| v as f64).sum::<f64>();
+        }
+        total
+    })
+}
+
 /// Cells per block summed in f32 before the block's sums join the f64 totals: a block's
 /// rounding (centred ranks are at most 0.5, so a block's sums stay below 128) is about
 /// 1e-5 of one cell's value, far below what moves a correlation at 1e-6.
