@@ -17,6 +17,8 @@ pub mod accept;
 pub mod gp;
 pub mod ideas;
 pub mod recheck;
+pub mod search;
+pub mod variants;
 
 use crate::backtest::{Metrics, MiningView};
 use crate::expr::{evaluate, Compiler, Schema};

@@ -9,6 +9,7 @@
 //! as soon as they are ready and then dropped, which keeps the peak memory of a
 //! 101-alpha batch to a few dozen panels.
 
+use super::cache::EvalCache;
 use super::compile::{Graph, Node, NodeId};
 use super::kernels::Value;
 use super::ops::OpCtx;
@@ -17,11 +18,27 @@ use std::sync::Arc;
 
 /// Evaluates `roots` (any number, duplicates allowed) and calls `on_root(i, panel)` for
 /// each root index as its value becomes ready.
-pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, mut on_root: impl FnMut(usize, Arc<Panel>)) {
+pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, on_root: impl FnMut(usize, Arc<Panel>)) {
+    evaluate_cached(graph, roots, data, None, on_root)
+}
+
+/// [`evaluate`], reading the sub-expressions `cache` holds instead of computing them (and
+/// what they alone need), and keeping each panel it computes there. The values are the
+/// same bits either way.
+pub fn evaluate_cached(graph: &Graph, roots: &[NodeId], data: &MarketData, mut cache: Option<&mut EvalCache>, mut on_root: impl FnMut(usize, Arc<Panel>)) {
     let (nd, na) = (data.n_dates(), data.n_assets());
     let n = graph.nodes.len();
-    // Which nodes are needed, and how many times each is consumed.
+    let keys = match cache.as_deref_mut() {
+        Some(c) => {
+            c.bind(data);
+            super::cache::keys(graph)
+        }
+        None => Vec::new(),
+    };
+    // Which nodes are needed, and how many times each is consumed; a node the cache holds
+    // is read from it, and its arguments are not needed for it.
     let mut needed = vec![false; n];
+    let mut hit: Vec<Option<Arc<Panel>>> = vec![None; n];
     let mut uses = vec![0usize; n];
     let mut stack: Vec<NodeId> = roots.to_vec();
     while let Some(id) = stack.pop() {
@@ -30,14 +47,20 @@ pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, mut on_root:
         }
         needed[id] = true;
         if let Node::Op { args, .. } = &graph.nodes[id] {
-            stack.extend(args.iter().copied());
+            if let Some(c) = cache.as_deref_mut() {
+                hit[id] = c.get(keys[id]);
+            }
+            if hit[id].is_none() {
+                stack.extend(args.iter().copied());
+            }
         }
     }
+    let computed: Vec<bool> = (0..n).map(|id| matches!(graph.nodes[id], Node::Op { .. }) && hit[id].is_none()).collect();
     // Uses by element-wise operators too: a node whose one use is by such an operator may
     // stay uncomputed until that operator reads it (a chain of element-wise maps makes one
     // pass, see `Lazy`).
     let mut ew_uses = vec![0usize; n];
-    for (node, _) in graph.nodes.iter().zip(&needed).filter(|(_, &need)| need) {
+    for (_, node) in graph.nodes.iter().enumerate().filter(|&(id, _)| needed[id] && computed[id]) {
         if let Node::Op { op, args, .. } = node {
             for a in args {
                 uses[*a] += 1;
@@ -51,7 +74,7 @@ pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, mut on_root:
         roots_at[*r].push(i);
     }
 
-    let schedule = schedule(graph, roots, &needed, &uses);
+    let schedule = schedule(graph, roots, &needed, &uses, &|id| computed[id]);
 
     let mut values: Vec<Option<Value>> = vec![None; n];
     // Time per operator, reported at debug level (`--log debug`).
@@ -62,6 +85,7 @@ pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, mut on_root:
         let v = match &graph.nodes[id] {
             Node::Const(c) => Value::Scalar(*c),
             Node::Field(f) => Value::Panel(Arc::clone(data.field(f).expect("fields checked at compile time"))),
+            Node::Op { .. } if hit[id].is_some() => Value::Panel(hit[id].take().expect("checked")),
             Node::Op { op, args, windows } => {
                 let inputs: Vec<Value> = args
                     .iter()
@@ -82,6 +106,9 @@ pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, mut on_root:
                     let e = op_time.entry(op.name).or_default();
                     e.0 += 1;
                     e.1 += t0.elapsed();
+                }
+                if let (Some(c), Value::Panel(p)) = (cache.as_deref_mut(), &v) {
+                    c.put(keys[id], p);
                 }
                 v
             }
@@ -119,9 +146,8 @@ pub fn evaluate(graph: &Graph, roots: &[NodeId], data: &MarketData, mut on_root:
 /// live nodes it consumes for the last time. Only the order changes, never a value.
 ///
 /// [`WINDOW`]: the candidates considered at each step.
-fn schedule(graph: &Graph, roots: &[NodeId], needed: &[bool], uses: &[usize]) -> Vec<NodeId> {
+fn schedule(graph: &Graph, roots: &[NodeId], needed: &[bool], uses: &[usize], is_op: &dyn Fn(NodeId) -> bool) -> Vec<NodeId> {
     let n = graph.nodes.len();
-    let is_op = |id: NodeId| matches!(graph.nodes[id], Node::Op { .. });
     let mut sorted: Vec<NodeId> = roots.to_vec();
     sorted.sort_unstable();
     // Each distinct root and how many times it is listed (each listing is one use).

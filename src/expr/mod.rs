@@ -5,6 +5,7 @@
 //! ```
 
 pub mod ast;
+mod cache;
 mod compile;
 mod error;
 mod eval;
@@ -15,7 +16,8 @@ pub mod units;
 
 pub use compile::{named_alphas, AlphaResolver, Chain, Compiler, Graph, Node, NodeId, NoAlphas, Recording, Schema};
 pub use error::{did_you_mean, ExprError, Span};
-pub use eval::evaluate;
+pub use cache::EvalCache;
+pub use eval::{evaluate, evaluate_cached};
 pub use parser::parse;
 
 use crate::data::{MarketData, Panel};
