@@ -63,7 +63,15 @@ fn benches(c: &mut Criterion) {
         }
     }
     assert_eq!(batches.len(), 10, "ten seeds with twenty variants each");
-    let mut searcher = Searcher::new(&view, 1 << 30, 250).expect("searcher");
+    let mut searcher = Searcher::new(&view, 256 << 20, 250).expect("searcher");
+    // Where one pass's time goes.
+    one.install(|| {
+        for v in &batches {
+            searcher.score_variants(v, &NoAlphas, Budget::default());
+        }
+    });
+    let c0 = searcher.cache();
+    println!("one pass: computing {:.2} s, scoring {:.2} s; cache hits {} misses {}", searcher.seconds.0, searcher.seconds.1, c0.hits, c0.misses);
 
     // The finalist checks' fixed parts: 200 accepted alphas' ranks on disk (the seeds that
     // evaluate, and the same delayed by a day), and the noised data the loop keeps.

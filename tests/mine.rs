@@ -260,12 +260,15 @@ fn the_gp_writer_needs_no_model() {
     assert!(recs.iter().all(|r| r.attempts <= 3) && tried > 6, "{:?}", recs.iter().map(|r| r.attempts).collect::<Vec<_>>());
     assert_eq!(v["attempts"].as_u64(), Some(tried as u64));
     assert_eq!(kb.attempts().expect("attempts"), tried);
-    // The recorded run, read back and drawn.
+    // Each round scored a batch of offspring on train (64 by default) and sent its best on.
+    let evaluated = v["evaluations"].as_u64().expect("counted");
+    assert!(evaluated > 18 * 10 && evaluated <= 18 * 65, "{evaluated}");
+    assert!(v["evaluations_per_second"].as_f64().is_some_and(|e| e > 0.0));
     let png = dir.path().join("gp.png");
     let out = common::bin().env("ALPHALOOP_RUNS", &runs).args(["runs", "show", "gp", "--plot"]).arg(&png).output().expect("runs show");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("6 ideas") && text.contains("the run log is") && !text.contains("knowledge base -"), "{text}");
+    assert!(text.contains("6 ideas") && text.contains(&format!("{evaluated} candidates evaluated")) && text.contains("the run log is") && !text.contains("knowledge base -"), "{text}");
     let bytes = std::fs::read(&png).expect("plot written");
     assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5_000, "{} bytes", bytes.len());
 }

@@ -17,6 +17,7 @@ pub mod accept;
 pub mod gp;
 pub mod ideas;
 pub mod recheck;
+pub mod refine;
 pub mod search;
 pub mod variants;
 
@@ -71,6 +72,9 @@ pub struct MineConfig {
     /// The combination the gain is measured on, and the ridge's penalty.
     pub combine: accept::Combine,
     pub ridge_lambda: f64,
+    /// `--writer gp`: offspring bred and scored on train per round; the best goes on to
+    /// the full checks (1: each offspring goes to them, as before there was a search).
+    pub gp_batch: usize,
     /// The set a candidate is combined with: every accepted alpha, or only mined ones.
     pub base: Base,
     /// Acceptance: Rank IC on train and on valid at least these (the writer chooses the sign).
@@ -89,6 +93,11 @@ pub struct MineConfig {
     /// (`writer_fields` in the config: fundamentals, `cap`, ...).
     pub extra_fields: Vec<String>,
 }
+
+/// Offspring the GP writer scores on train per round by default: the 200-variant
+/// benchmark scores about this many a second on one thread, so a round costs about a
+/// second beside the finalist's checks.
+pub const DEFAULT_GP_BATCH: usize = 64;
 
 /// The gain t a candidate needs by default (see `docs/mining.md` for the noise rate it
 /// was chosen from).
@@ -127,6 +136,12 @@ impl MineConfig {
         } else {
             None
         }
+    }
+
+    /// Why `e` is too big for the rule checks (`max_nodes`, `max_depth`), if it is.
+    pub fn too_complex(&self, e: &crate::expr::ast::Expr) -> Option<String> {
+        (e.size() > self.max_nodes || e.depth() > self.max_depth)
+            .then(|| format!("too complex: {} nodes, depth {} (limits {} and {})", e.size(), e.depth(), self.max_nodes, self.max_depth))
     }
 
     /// The gain's combiner these settings name.
@@ -178,6 +193,7 @@ impl Default for MineConfig {
             sharpe_must_not_fall: false,
             combine: accept::Combine::SignedMean,
             ridge_lambda: accept::DEFAULT_RIDGE_LAMBDA,
+            gp_batch: DEFAULT_GP_BATCH,
             base: Base::Seeds,
             min_train_rank_ic: 0.002,
             min_valid_rank_ic: 0.0,
@@ -218,6 +234,10 @@ pub struct Outcome {
     /// before they were counted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<usize>,
+    /// Candidates evaluated for this idea, those scored on train alone for a search
+    /// included (absent in logs written before they were counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluations: Option<usize>,
     pub train_rank_ic: Option<f64>,
     pub valid_rank_ic: Option<f64>,
     pub prompt_tokens: u64,
@@ -486,6 +506,9 @@ pub struct Miner<'a> {
     ranks: std::sync::OnceLock<crate::kb::ranks::RankStore>,
     /// The gain's combiner, with what it keeps between candidates.
     combiner: accept::Combiner,
+    /// Scores batches of candidates on train for a search (`--writer gp`), built on
+    /// first use.
+    searcher: std::sync::OnceLock<Result<std::sync::Mutex<search::Searcher>, String>>,
     /// The Python sandbox over the mining data, when the writer writes Python.
     sandbox: Option<std::sync::Mutex<crate::sandbox::PySandbox>>,
 }
@@ -533,7 +556,7 @@ impl<'a> Miner<'a> {
         };
         let cutoff = crate::sandbox::lookahead::default_cutoff(&view.data);
         let noised = std::sync::OnceLock::new();
-        Ok(Miner { llm, kb, view, sample, cfg, templates, run_id, grammars, writer_system, noised, cutoff, ranks: Default::default(), sandbox, combiner })
+        Ok(Miner { llm, kb, view, sample, cfg, templates, run_id, grammars, writer_system, noised, cutoff, ranks: Default::default(), sandbox, combiner, searcher: Default::default() })
     }
 
     fn ask(&self, system: &str, user: String, grammar: Option<&String>, max_tokens: u32, seed: u32, tokens: &mut (u64, u64)) -> Result<String, AgentError> {
@@ -567,14 +590,8 @@ impl<'a> Miner<'a> {
                 return Ok(cand);
             }
         };
-        if parsed.size() > self.cfg.max_nodes || parsed.depth() > self.cfg.max_depth {
-            cand.error = Some(format!(
-                "too complex: {} nodes, depth {} (limits {} and {})",
-                parsed.size(),
-                parsed.depth(),
-                self.cfg.max_nodes,
-                self.cfg.max_depth
-            ));
+        if let Some(e) = self.cfg.too_complex(&parsed) {
+            cand.error = Some(e);
             return Ok(cand);
         }
         if self.cfg.check_units {
@@ -952,6 +969,7 @@ impl<'a> Miner<'a> {
             code: best.code,
             rounds: done_rounds,
             attempts: Some(attempts),
+            evaluations: Some(done_rounds as usize),
             train_rank_ic: tr,
             valid_rank_ic: va,
             prompt_tokens: tokens.0,
@@ -1038,6 +1056,10 @@ impl<'a> Miner<'a> {
     }
 }
 
+/// Bytes of sub-expression panels the GP search keeps between rounds (about 30 of the
+/// full panel's).
+const SEARCH_CACHE_BYTES: usize = 512 << 20;
+
 /// Offspring bred at most for one whose units agree ([`Miner::gp_offspring`]).
 const GP_UNIT_TRIES: usize = 100;
 
@@ -1050,16 +1072,20 @@ impl<'a> Miner<'a> {
         let rounds = if self.cfg.no_inner_loop { 1 } else { self.cfg.rounds.max(1) };
         let mut best: Option<Candidate> = None;
         let mut reviews = Vec::new();
-        let mut attempts = 0;
+        let (mut attempts, mut evaluations) = (0, 0);
         for round in 1..=rounds {
-            let code = self.gp_offspring(pop, rng);
             let te = Instant::now();
+            let (code, searched) = self.gp_search(pop, rng)?;
+            evaluations += searched + 1;
             let mut cand = self.evaluate(&id, &code)?;
             t.eval += te.elapsed().as_secs_f64();
             attempts += cand.metrics.contains_key("valid") as usize;
             let fit = if cand.error.is_some() { -1.0 } else { cand.metrics.get("train").map(|m| m.rank_ic).unwrap_or(f64::NAN) };
-            if let Ok(e) = crate::expr::parse(&code) {
-                pop.add(fit, e);
+            // (A searched candidate joined the population with its train score already.)
+            if searched == 0 {
+                if let Ok(e) = crate::expr::parse(&code) {
+                    pop.add(fit, e);
+                }
             }
             cand.score = fit;
             reviews.push(Review {
@@ -1074,7 +1100,46 @@ impl<'a> Miner<'a> {
             }
         }
         let best = best.ok_or_else(|| AgentError::Invalid("no candidate".into()))?;
-        self.finish(idea, generation, id, best, reviews, Vec::new(), (0, 0), t, rounds, attempts, false)
+        let mut out = self.finish(idea, generation, id, best, reviews, Vec::new(), (0, 0), t, rounds, attempts, false)?;
+        out.evaluations = Some(evaluations);
+        Ok(out)
+    }
+
+    /// The round's candidate: with `gp_batch` above 1, that many offspring scored on train
+    /// ([`search::Searcher`]), each joining the population with its train Rank IC, and the
+    /// best of them; else one offspring, unscored. Also how many were scored.
+    fn gp_search(&self, pop: &mut gp::Population, rng: &mut gp::Rng) -> Result<(String, usize), AgentError> {
+        if self.cfg.gp_batch <= 1 {
+            return Ok((self.gp_offspring(pop, rng), 0));
+        }
+        // Distinct offspring the rule checks would let through (an over-large tree scores
+        // well on train and is then refused: bloat would win every search).
+        let mut seen = std::collections::HashSet::new();
+        let fits = |c: &String| crate::expr::parse(c).is_ok_and(|e| self.cfg.too_complex(&e).is_none());
+        let codes: Vec<String> = (0..self.cfg.gp_batch * 4).map(|_| self.gp_offspring(pop, rng)).filter(|c| fits(c) && seen.insert(c.clone())).take(self.cfg.gp_batch).collect();
+        if codes.is_empty() {
+            return Ok((self.gp_offspring(pop, rng), 0));
+        }
+        let searcher = self
+            .searcher
+            .get_or_init(|| search::Searcher::new(self.view, SEARCH_CACHE_BYTES, self.cfg.max_window).map(std::sync::Mutex::new).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| AgentError::Invalid(e.clone()))?;
+        let scores = searcher.lock().unwrap_or_else(|p| p.into_inner()).score_variants(&codes, self.kb, search::Budget::default());
+        let mut top: Option<(f64, &str)> = None;
+        for s in &scores {
+            // What the full checks would refuse scores as a failure: a signal on a sliver
+            // of the stocks can show any Rank IC it likes.
+            let fit = if s.usable(self.cfg.min_coverage) { s.rank_ic } else { -1.0 };
+            if let Ok(e) = crate::expr::parse(&s.text) {
+                pop.add(fit, e);
+            }
+            if fit > -1.0 && top.is_none_or(|(f, _)| fit > f) {
+                top = Some((fit, &s.text));
+            }
+        }
+        let scored = scores.iter().filter(|s| s.error.is_none()).count();
+        Ok((top.map_or_else(|| codes[0].clone(), |(_, c)| c.to_string()), scored))
     }
 
     /// An offspring of `pop` as text. With `check_units`, one whose units disagree is bred

@@ -23,9 +23,25 @@ pub struct Score {
     pub rank_ic_t: f64,
     pub turnover: f64,
     pub coverage: f64,
+    /// Dates with a Rank IC, and their share of the dates train can score.
+    pub days: usize,
+    pub day_share: f64,
     /// Why it has no score (it did not compile, or is past the window cap).
     pub error: Option<String>,
 }
+
+impl Score {
+    /// Whether a search may rank by this score: it has one, its signal covers at least
+    /// `min_coverage` of the labelled cells, and it has a Rank IC on at least half of the
+    /// dates (a signal that varies on a handful of dates can show any Rank IC: a 0/1
+    /// signal with spread on two dates of thirteen years scored 0.12).
+    pub fn usable(&self, min_coverage: f64) -> bool {
+        self.error.is_none() && self.rank_ic.is_finite() && self.rank_ic_t.is_finite() && self.coverage >= min_coverage && self.day_share >= MIN_DAY_SHARE
+    }
+}
+
+/// The share of train's dates a usable score has a Rank IC on.
+pub const MIN_DAY_SHARE: f64 = 0.5;
 
 /// How much a call may spend: variants evaluated, and seconds.
 #[derive(Clone, Copy, Debug)]
@@ -51,6 +67,10 @@ pub struct Searcher {
     scorer: Scorer,
     cache: EvalCache,
     max_window: usize,
+    /// Seconds spent computing the variants' signals, and scoring them.
+    pub seconds: (f64, f64),
+    /// Dates of train whose label lies inside it.
+    scored_days: usize,
 }
 
 impl Searcher {
@@ -61,7 +81,8 @@ impl Searcher {
         let data = view.data.truncate_dates(te);
         let cfg = MetricsConfig { ic_horizons: Vec::new(), ..view.train.config().clone() };
         let scorer = Scorer::new(&data, ts, te, cfg)?;
-        Ok(Searcher { data, scorer, cache: EvalCache::new(cache_bytes), max_window })
+        let scored_days = (te - ts).saturating_sub(view.train.config().gap + view.train.config().horizon);
+        Ok(Searcher { data, scorer, cache: EvalCache::new(cache_bytes), max_window, seconds: (0.0, 0.0), scored_days })
     }
 
     /// Forgets the sub-expressions kept so far.
@@ -108,17 +129,24 @@ impl Searcher {
             if roots.is_empty() {
                 break;
             }
+            let t = Instant::now();
             let mut panels = vec![None; roots.len()];
             evaluate_cached(&c.graph, &roots, &self.data, Some(&mut self.cache), |i, p| panels[i] = Some(p));
             let panels: Vec<_> = panels.into_iter().flatten().collect();
             let refs: Vec<&crate::data::Panel> = panels.iter().map(|p| &**p).collect();
-            for (m, &slot) in self.scorer.score_many(&refs).into_iter().zip(&slots) {
+            self.seconds.0 += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let metrics = self.scorer.score_many(&refs);
+            self.seconds.1 += t.elapsed().as_secs_f64();
+            for (m, &slot) in metrics.into_iter().zip(&slots) {
                 let s = &mut out[slot];
                 s.rank_ic = m.rank_ic;
                 s.ic = m.ic;
-                s.rank_ic_t = m.rank_icir * (m.n_days as f64).sqrt();
+                s.rank_ic_t = m.rank_ic_t();
                 s.turnover = m.turnover;
                 s.coverage = m.coverage;
+                s.days = m.n_days;
+                s.day_share = m.n_days as f64 / self.scored_days.max(1) as f64;
             }
         }
         out

@@ -107,6 +107,9 @@ pub struct MineSettings {
     /// The set the gain is measured against: `seeds` (every accepted alpha, the imported
     /// seeds too; default) or `accepted` (only alphas mining accepted).
     pub base: Option<crate::agent::Base>,
+    /// `--writer gp`: offspring scored on train per round, the best of them going on to
+    /// the full checks (64; 1 sends each offspring to them).
+    pub gp_batch: Option<usize>,
     /// Acceptance: Rank IC on train at least this (0.002) ...
     pub min_train_rank_ic: Option<f64>,
     /// ... and on valid at least this (0) ...
@@ -145,6 +148,7 @@ impl MineSettings {
         set(&mut cfg.sharpe_must_not_fall, self.sharpe_must_not_fall);
         set(&mut cfg.combine, self.combiner);
         set(&mut cfg.ridge_lambda, self.ridge_lambda);
+        set(&mut cfg.gp_batch, self.gp_batch);
         set(&mut cfg.base, self.base);
         set(&mut cfg.beta, self.judge_threshold);
         set(&mut cfg.min_train_rank_ic, self.min_train_rank_ic);
@@ -170,6 +174,7 @@ impl MineSettings {
             sharpe_must_not_fall: Some(c.sharpe_must_not_fall),
             combiner: Some(c.combine),
             ridge_lambda: Some(c.ridge_lambda),
+            gp_batch: Some(c.gp_batch),
             base: Some(c.base),
             min_train_rank_ic: Some(c.min_train_rank_ic),
             min_valid_rank_ic: Some(c.min_valid_rank_ic),
@@ -227,6 +232,7 @@ impl MineSettings {
         at_least_1("max_nodes", self.max_nodes)?;
         at_least_1("max_depth", self.max_depth)?;
         at_least_1("max_window", self.max_window)?;
+        at_least_1("gp_batch", self.gp_batch)?;
         if let Some(k) = self.retrieve_k.filter(|&k| k > 20) {
             return Err(format!("retrieve_k = {k}; give 0 to 20 (each record shown takes room in the writer's prompt)"));
         }

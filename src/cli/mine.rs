@@ -216,6 +216,7 @@ impl MineSettings {
         self.check_units.get_or_insert(false);
         self.max_window.get_or_insert(1_000_000);
         self.accept.get_or_insert(crate::agent::Accept::Standalone);
+        self.gp_batch.get_or_insert(1);
         self
     }
 }
@@ -594,11 +595,14 @@ fn summary(s: RunSummary<'_>, json: bool) -> Result<()> {
     // its alpha reached valid.
     let attempts: usize = all.iter().map(|o| o.attempts.unwrap_or(o.valid_rank_ic.is_some() as usize)).sum();
     let t = all.iter().fold([0.0; 4], |a, o| [a[0] + o.timings.writer, a[1] + o.timings.judge, a[2] + o.timings.eval, a[3] + o.timings.kb]);
+    // Logs written before evaluations were counted: one per round.
+    let evaluations: usize = all.iter().map(|o| o.evaluations.unwrap_or(o.rounds as usize)).sum();
+    let per_second = evaluations as f64 / t[2].max(1e-9);
     if json {
         println!(
             "{}",
             serde_json::json!({
-                "run_id": run_id, "stopped": why, "ideas": all.len(), "new_ideas": new, "accepted": acc, "attempts": attempts, "tokens": tokens,
+                "run_id": run_id, "stopped": why, "ideas": all.len(), "new_ideas": new, "accepted": acc, "attempts": attempts, "evaluations": evaluations, "evaluations_per_second": per_second, "tokens": tokens,
                 "seconds": secs, "time_split": {"writer": t[0], "judge": t[1], "eval": t[2], "kb": t[3]}, "plan": plan, "outcomes": all,
             })
         );
@@ -614,7 +618,7 @@ fn summary(s: RunSummary<'_>, json: bool) -> Result<()> {
     println!("{}", render(&["record", "family", "status", "why", "rounds", "train rank_ic", "valid rank_ic", "code"], &rows));
     let total: f64 = t.iter().sum::<f64>().max(1e-9);
     println!(
-        "run {run_id}: {why}; {} ideas ({} this session), {attempts} candidates tried on valid, {acc} accepted, {tokens} tokens, {secs:.0} s; time split writer {:.0}%, judge {:.0}%, evaluation {:.1}%, KB {:.1}%",
+        "run {run_id}: {why}; {} ideas ({} this session), {evaluations} candidates evaluated ({per_second:.1} a second of evaluation), {attempts} tried on valid, {acc} accepted, {tokens} tokens, {secs:.0} s; time split writer {:.0}%, judge {:.0}%, evaluation {:.1}%, KB {:.1}%",
         all.len(),
         new,
         100.0 * t[0] / total,
