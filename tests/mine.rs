@@ -220,6 +220,15 @@ fn replaying_a_recorded_run_reproduces_it() {
         assert_eq!(g["reason"].as_str().unwrap_or(""), r.status.reason().lines().next().unwrap_or(""), "{g}");
     }
     assert!(got.iter().any(|g| g["status"] != "accepted"), "the fixture's run has an alpha that was not accepted");
+    // The refiner took the writer's formulas through their neighbourhoods on train: the
+    // variants it scored are counted, and a record says what its formula was refined from.
+    assert!(got.iter().all(|g| g["evaluations"].as_u64() > g["rounds"].as_u64().map(|r| r + 20)), "{got:?}");
+    let refined: Vec<String> = want
+        .iter()
+        .filter_map(|w| kb.get(w["record_id"].as_str().expect("id")).expect("get"))
+        .flat_map(|r| r.reviews.into_iter().filter(|v| v.reviewer == "refiner").map(|v| v.advice))
+        .collect();
+    assert!(refined.iter().any(|a| a.starts_with("refined from `") && a.contains("variants on train: train Rank IC")), "{refined:?}");
     // The generation's summary, in the run and the KB, cites both ideas' records.
     let sums = read_jsonl(&runs.join("fixture/summaries.jsonl"));
     assert_eq!(sums.len(), 1);
@@ -581,6 +590,12 @@ fn a_run_does_not_depend_on_its_id_and_a_high_score_below_the_bar_goes_on() {
     let (a, b) = (tempfile::tempdir().expect("tmp"), tempfile::tempdir().expect("tmp"));
     let data = common::shared("data/sp500_sample.parquet");
     let (cfg_a, cfg_b) = (config(a.path(), &data), config(b.path(), &data));
+    // The writer's copies go to the judge as written (the refiner would walk them away
+    // from the path under test).
+    for c in [&cfg_a, &cfg_b] {
+        let base = std::fs::read_to_string(c).expect("config");
+        std::fs::write(c, format!("{base}\n[mine]\nrefine_budget = 0\n")).expect("config");
+    }
     let runs = a.path().join("runs");
     let out = mine(&cfg_a, &runs, &["--llm", "openai:scripted", "--ideas", "3", "--run-id", "first", "--json"]).env("OPENAI_BASE_URL", &url).output().expect("runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -75,6 +75,13 @@ pub struct MineConfig {
     /// `--writer gp`: offspring bred and scored on train per round; the best goes on to
     /// the full checks (1: each offspring goes to them, as before there was a search).
     pub gp_batch: usize,
+    /// The refiner: variants of the writer's formulas scored on train per idea at most
+    /// (0: none) ...
+    pub refine_budget: usize,
+    /// ... penalising each sub-expression in more than this share of the accepted alphas
+    /// by this much of the objective (a t-statistic).
+    pub overused_share: f64,
+    pub overuse_penalty: f64,
     /// The set a candidate is combined with: every accepted alpha, or only mined ones.
     pub base: Base,
     /// Acceptance: Rank IC on train and on valid at least these (the writer chooses the sign).
@@ -194,6 +201,9 @@ impl Default for MineConfig {
             combine: accept::Combine::SignedMean,
             ridge_lambda: accept::DEFAULT_RIDGE_LAMBDA,
             gp_batch: DEFAULT_GP_BATCH,
+            refine_budget: 200,
+            overused_share: 0.2,
+            overuse_penalty: 1.0,
             base: Base::Seeds,
             min_train_rank_ic: 0.002,
             min_valid_rank_ic: 0.0,
@@ -749,6 +759,8 @@ impl<'a> Miner<'a> {
         let mut last: Option<(String, f64, String)> = None;
         let mut done_rounds = 0;
         let mut attempts = 0;
+        let (mut refine_left, mut evaluations) = (self.cfg.refine_budget, 0);
+        let overuse = if refine_left > 0 && !self.cfg.python { self.overuse()? } else { Default::default() };
         for round in 1..=rounds {
             done_rounds = round;
             let user = self.templates.render(
@@ -785,7 +797,23 @@ impl<'a> Miner<'a> {
             let mut cand = self.evaluate(&id, &code)?;
             t.eval += te.elapsed().as_secs_f64();
             attempts += cand.metrics.contains_key("valid") as usize;
+            evaluations += 1;
             cand.error = cand.error.map(|e| cut_off(e, tokens.1 - before, max_tokens, self.cfg.python));
+            // The refiner walks the writer's formula through its neighbourhood on train;
+            // a better finalist takes its place before the judge sees it.
+            if cand.error.is_none() && !self.cfg.python && refine_left > 0 {
+                let te = Instant::now();
+                let budget = refine_left.div_ceil((rounds - round + 1) as usize);
+                let r = self.refine_candidate(&id, &cand, &overuse, budget, (seq as u64) << 8 | round as u64)?;
+                t.eval += te.elapsed().as_secs_f64();
+                refine_left -= r.spent.min(refine_left);
+                (attempts, evaluations) = (attempts + r.attempts, evaluations + r.spent + r.finalists);
+                if let Some(better) = r.better {
+                    reviews.push(Review { round, reviewer: "refiner".into(), score: 0.0, advice: r.note });
+                    code = better.code.clone();
+                    cand = better;
+                }
+            }
 
             let m = cand.metrics.get("train").cloned().unwrap_or_default();
             let rules = match &cand.error {
@@ -844,7 +872,64 @@ impl<'a> Miner<'a> {
             }
         }
         let best = best.ok_or_else(|| AgentError::Invalid("the inner loop produced no candidate".into()))?;
-        self.finish(idea, generation, id, best, reviews, parents, tokens, t, done_rounds, attempts, true)
+        let mut out = self.finish(idea, generation, id, best, reviews, parents, tokens, t, done_rounds, attempts, true)?;
+        out.evaluations = Some(evaluations);
+        Ok(out)
+    }
+
+    /// The searcher (built on first use), shared by the refiner and the GP writer.
+    fn searcher(&self) -> Result<&std::sync::Mutex<search::Searcher>, AgentError> {
+        self.searcher
+            .get_or_init(|| search::Searcher::new(self.view, SEARCH_CACHE_BYTES, self.cfg.max_window).map(std::sync::Mutex::new).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| AgentError::Invalid(e.clone()))
+    }
+
+    /// The sub-expressions the accepted expressions overuse (see [`refine::Overuse`]).
+    fn overuse(&self) -> Result<refine::Overuse, AgentError> {
+        let codes: Vec<String> = self.kb.records(&crate::kb::Filter::new().is("status", "accepted").is("kind", "expression"))?.into_iter().map(|r| r.code).collect();
+        Ok(refine::Overuse::of(&codes, self.cfg.overused_share))
+    }
+
+    /// Refines `cand` with up to `budget` variants on train, then gives the finalists the
+    /// full checks: the best of them that passes and beats `cand`'s train Rank IC t, if one
+    /// does.
+    fn refine_candidate(&self, id: &str, cand: &Candidate, overuse: &refine::Overuse, budget: usize, seed: u64) -> Result<Refinement, AgentError> {
+        let cfg = refine::RefineConfig {
+            budget,
+            overused_share: self.cfg.overused_share,
+            overuse_penalty: self.cfg.overuse_penalty,
+            min_coverage: self.cfg.min_coverage,
+            max_window: self.cfg.max_window,
+            ..Default::default()
+        };
+        let r = refine::refine(&mut self.searcher()?.lock().unwrap_or_else(|p| p.into_inner()), &cand.code, self.kb, overuse, &cfg, &mut gp::Rng::new(seed));
+        let train_t = |c: &Candidate| c.metrics.get("train").map_or(f64::NAN, |m| m.rank_ic_t());
+        let ok = |c: &Candidate| c.error.is_none() && c.novelty.as_ref().is_none_or(|v| v.reject.is_none() && v.repeat.is_none());
+        let mut out = Refinement { spent: r.evaluations, ..Default::default() };
+        let mut best: Option<Candidate> = None;
+        for f in r.finalists.iter().filter(|f| canonical(&f.score.text, false) != canonical(&cand.code, false)) {
+            let full = self.evaluate(id, &f.score.text)?;
+            out.finalists += 1;
+            out.attempts += full.metrics.contains_key("valid") as usize;
+            let beats = |b: &Candidate| train_t(&full) > train_t(b);
+            if ok(&full) && best.as_ref().is_none_or(beats) && (!ok(cand) || beats(cand) || !(train_t(cand) > 0.0)) {
+                best = Some(full);
+            }
+        }
+        if let Some(b) = &best {
+            out.note = format!(
+                "refined from `{}` over {} variants on train: train Rank IC {} (t {}) -> {} (t {})",
+                cand.code,
+                r.evaluations,
+                f4(cand.metrics.get("train").map_or(f64::NAN, |m| m.rank_ic)),
+                f2(train_t(cand)),
+                f4(b.metrics.get("train").map_or(f64::NAN, |m| m.rank_ic)),
+                f2(train_t(b))
+            );
+        }
+        out.better = best;
+        Ok(out)
     }
 
     /// Whether a candidate is accepted: its error, the novelty checks and the stand-alone
@@ -1056,6 +1141,18 @@ impl<'a> Miner<'a> {
     }
 }
 
+/// What refining one candidate gave: the better candidate if any (and a note saying
+/// from what), variants scored on train, finalists given the full checks and how many of
+/// them reached valid.
+#[derive(Default)]
+struct Refinement {
+    better: Option<Candidate>,
+    note: String,
+    spent: usize,
+    finalists: usize,
+    attempts: usize,
+}
+
 /// Bytes of sub-expression panels the GP search keeps between rounds (about 30 of the
 /// full panel's).
 const SEARCH_CACHE_BYTES: usize = 512 << 20;
@@ -1120,12 +1217,7 @@ impl<'a> Miner<'a> {
         if codes.is_empty() {
             return Ok((self.gp_offspring(pop, rng), 0));
         }
-        let searcher = self
-            .searcher
-            .get_or_init(|| search::Searcher::new(self.view, SEARCH_CACHE_BYTES, self.cfg.max_window).map(std::sync::Mutex::new).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(|e| AgentError::Invalid(e.clone()))?;
-        let scores = searcher.lock().unwrap_or_else(|p| p.into_inner()).score_variants(&codes, self.kb, search::Budget::default());
+        let scores = self.searcher()?.lock().unwrap_or_else(|p| p.into_inner()).score_variants(&codes, self.kb, search::Budget::default());
         let mut top: Option<(f64, &str)> = None;
         for s in &scores {
             // What the full checks would refuse scores as a failure: a signal on a sliver

@@ -110,6 +110,13 @@ pub struct MineSettings {
     /// `--writer gp`: offspring scored on train per round, the best of them going on to
     /// the full checks (64; 1 sends each offspring to them).
     pub gp_batch: Option<usize>,
+    /// The refiner: variants of the writer's formulas scored on train per idea, the best
+    /// few going on to the full checks (200; 0 turns it off) ...
+    pub refine_budget: Option<usize>,
+    /// ... a sub-expression in more than this share of the accepted alphas (0.2) costing a
+    /// variant this much of its train t-statistic (1).
+    pub overused_share: Option<f64>,
+    pub overuse_penalty: Option<f64>,
     /// Acceptance: Rank IC on train at least this (0.002) ...
     pub min_train_rank_ic: Option<f64>,
     /// ... and on valid at least this (0) ...
@@ -149,6 +156,9 @@ impl MineSettings {
         set(&mut cfg.combine, self.combiner);
         set(&mut cfg.ridge_lambda, self.ridge_lambda);
         set(&mut cfg.gp_batch, self.gp_batch);
+        set(&mut cfg.refine_budget, self.refine_budget);
+        set(&mut cfg.overused_share, self.overused_share);
+        set(&mut cfg.overuse_penalty, self.overuse_penalty);
         set(&mut cfg.base, self.base);
         set(&mut cfg.beta, self.judge_threshold);
         set(&mut cfg.min_train_rank_ic, self.min_train_rank_ic);
@@ -175,6 +185,9 @@ impl MineSettings {
             combiner: Some(c.combine),
             ridge_lambda: Some(c.ridge_lambda),
             gp_batch: Some(c.gp_batch),
+            refine_budget: Some(c.refine_budget),
+            overused_share: Some(c.overused_share),
+            overuse_penalty: Some(c.overuse_penalty),
             base: Some(c.base),
             min_train_rank_ic: Some(c.min_train_rank_ic),
             min_valid_rank_ic: Some(c.min_valid_rank_ic),
@@ -233,6 +246,10 @@ impl MineSettings {
         at_least_1("max_depth", self.max_depth)?;
         at_least_1("max_window", self.max_window)?;
         at_least_1("gp_batch", self.gp_batch)?;
+        frac("overused_share", self.overused_share, true)?;
+        if let Some(p) = self.overuse_penalty.filter(|p| !(p.is_finite() && *p >= 0.0)) {
+            return Err(format!("overuse_penalty = {p}; give 0 or more (a t-statistic)"));
+        }
         if let Some(k) = self.retrieve_k.filter(|&k| k > 20) {
             return Err(format!("retrieve_k = {k}; give 0 to 20 (each record shown takes room in the writer's prompt)"));
         }

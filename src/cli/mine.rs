@@ -217,6 +217,7 @@ impl MineSettings {
         self.max_window.get_or_insert(1_000_000);
         self.accept.get_or_insert(crate::agent::Accept::Standalone);
         self.gp_batch.get_or_insert(1);
+        self.refine_budget.get_or_insert(0);
         self
     }
 }
