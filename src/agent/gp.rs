@@ -7,6 +7,8 @@
 use crate::expr::ast::{BinOp, Expr, ExprKind};
 use crate::expr::ops::{Param, CATALOGUE};
 use crate::expr::Span;
+use super::{f4, search, AgentError, Candidate, Idea, Miner, Outcome, Review, Timings};
+use std::time::Instant;
 
 /// A small deterministic generator (xorshift64*).
 pub struct Rng(u64);
@@ -183,6 +185,15 @@ impl Population {
         self.members.truncate(64);
     }
 
+    /// Marks `e` (every member equal to it) as a failure: the full checks refused it, and
+    /// breeding from it would bring its near-copies back.
+    pub fn demote(&mut self, e: &Expr) {
+        for m in self.members.iter_mut().filter(|m| m.1 == *e) {
+            m.0 = -1.0;
+        }
+        self.members.sort_by(|a, b| b.0.total_cmp(&a.0));
+    }
+
     fn tournament(&self, rng: &mut Rng) -> Option<&Expr> {
         let n = self.members.len();
         if n == 0 {
@@ -202,9 +213,152 @@ impl Population {
     }
 }
 
+/// Offspring of a GP search round given the full checks at most, best on train first.
+const GP_FINALISTS: usize = 3;
+
+/// Offspring bred at most for one whose units agree ([`Miner::gp_offspring`]).
+const GP_UNIT_TRIES: usize = 100;
+
+impl Miner<'_> {
+    /// The `--writer gp` baseline for one idea: the same evaluation budget (T candidates),
+    /// candidates bred from `pop` instead of written by an LLM; no LLM call at all.
+    pub fn mine_idea_gp(&self, idea: &Idea, generation: u32, seq: usize, pop: &mut Population, rng: &mut Rng) -> Result<Outcome, AgentError> {
+        let mut t = Timings::default();
+        let id = format!("{}-{:04}", self.run_id, seq);
+        let rounds = if self.cfg.no_inner_loop { 1 } else { self.cfg.rounds.max(1) };
+        let mut best: Option<Candidate> = None;
+        let mut reviews = Vec::new();
+        let (mut attempts, mut evaluations) = (0, 0);
+        for round in 1..=rounds {
+            let te = Instant::now();
+            let (codes, searched) = self.gp_search(pop, rng)?;
+            evaluations += searched;
+            // The best few on train get the full checks, best first, until one passes
+            // them: the best on train is often a near-copy of an accepted alpha.
+            let mut found: Option<Candidate> = None;
+            for code in &codes {
+                let c = self.evaluate(&id, code)?;
+                evaluations += 1;
+                attempts += c.metrics.contains_key("valid") as usize;
+                let refused = c.error.is_some() || c.novelty.as_ref().is_some_and(|v| v.reject.is_some());
+                if refused && searched > 0 {
+                    // Bred from no more: it would be refused again.
+                    if let Ok(e) = crate::expr::parse(code) {
+                        pop.demote(&e);
+                    }
+                }
+                if found.is_none() || !refused {
+                    found = Some(c);
+                }
+                if !refused {
+                    break;
+                }
+            }
+            let mut cand = found.ok_or_else(|| AgentError::Invalid("no offspring".into()))?;
+            let code = cand.code.clone();
+            t.eval += te.elapsed().as_secs_f64();
+            let fit = if cand.error.is_some() { -1.0 } else { cand.metrics.get("train").map(|m| m.rank_ic).unwrap_or(f64::NAN) };
+            // (A searched candidate joined the population with its train score already.)
+            if searched == 0 {
+                if let Ok(e) = crate::expr::parse(&code) {
+                    pop.add(fit, e);
+                }
+            }
+            cand.score = fit;
+            reviews.push(Review {
+                round,
+                reviewer: "gp".into(),
+                score: 0.0,
+                advice: cand.error.clone().unwrap_or_else(|| format!("fitness (train Rank IC) {}", f4(fit))),
+            });
+            let better = best.as_ref().is_none_or(|b| (b.error.is_some() && cand.error.is_none()) || (cand.error.is_none() == b.error.is_none() && fit > b.score));
+            if better {
+                best = Some(cand);
+            }
+        }
+        let best = best.ok_or_else(|| AgentError::Invalid("no candidate".into()))?;
+        let mut out = self.finish(idea, generation, id, best, reviews, Vec::new(), (0, 0), t, rounds, attempts, false)?;
+        out.evaluations = Some(evaluations);
+        Ok(out)
+    }
+
+    /// The round's candidates: with `gp_batch` above 1, that many offspring scored on train
+    /// ([`search::Searcher`]), each joining the population with its train Rank IC, and the
+    /// best [`GP_FINALISTS`] of them, best first; else one offspring, unscored. Also how
+    /// many were scored.
+    fn gp_search(&self, pop: &mut Population, rng: &mut Rng) -> Result<(Vec<String>, usize), AgentError> {
+        if self.cfg.gp_batch <= 1 {
+            return Ok((vec![self.gp_offspring(pop, rng)], 0));
+        }
+        // Distinct offspring the rule checks would let through (an over-large tree scores
+        // well on train and is then refused: bloat would win every search).
+        let mut seen = std::collections::HashSet::new();
+        let fits = |c: &String| crate::expr::parse(c).is_ok_and(|e| self.cfg.too_complex(&e).is_none());
+        let codes: Vec<String> = (0..self.cfg.gp_batch * 4).map(|_| self.gp_offspring(pop, rng)).filter(|c| fits(c) && seen.insert(c.clone())).take(self.cfg.gp_batch).collect();
+        if codes.is_empty() {
+            return Ok((vec![self.gp_offspring(pop, rng)], 0));
+        }
+        let scores = self.searcher()?.lock().unwrap_or_else(|p| p.into_inner()).score_variants(&codes, self.kb, search::Budget::default());
+        let mut top: Vec<(f64, &str)> = Vec::new();
+        for s in &scores {
+            // What the full checks would refuse scores as a failure: a signal on a sliver
+            // of the stocks can show any Rank IC it likes.
+            let fit = if s.usable(self.cfg.min_coverage) { s.rank_ic } else { -1.0 };
+            if let Ok(e) = crate::expr::parse(&s.text) {
+                pop.add(fit, e);
+            }
+            if fit > -1.0 {
+                top.push((fit, &s.text));
+            }
+        }
+        let scored = scores.iter().filter(|s| s.error.is_none()).count();
+        top.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let best: Vec<String> = top.iter().take(GP_FINALISTS).map(|(_, c)| c.to_string()).collect();
+        Ok((if best.is_empty() { vec![codes[0].clone()] } else { best }, scored))
+    }
+
+    /// An offspring of `pop` as text. With `check_units`, one whose units disagree is bred
+    /// again (a parse-level check, up to [`GP_UNIT_TRIES`] times): the LLM writer is told
+    /// the rule and GP cannot be, so its evaluations are not spent on sums the rule
+    /// checks refuse (strongly typed GP, by rejection).
+    fn gp_offspring(&self, pop: &Population, rng: &mut Rng) -> String {
+        let mut code = to_text(&pop.offspring(rng));
+        for _ in 0..GP_UNIT_TRIES {
+            if !(self.cfg.check_units && crate::expr::units::mixed(&code).is_some()) {
+                break;
+            }
+            code = to_text(&pop.offspring(rng));
+        }
+        code
+    }
+
+    /// A GP population seeded with the KB's accepted expressions, scored by train Rank IC.
+    pub fn gp_population(&self) -> Result<Population, AgentError> {
+        let mut pop = Population { extra_fields: self.cfg.extra_fields.clone(), ..Population::default() };
+        if !self.cfg.no_kb {
+            for r in self.kb.records(&crate::kb::Filter::new().is("status", "accepted").is("kind", "expression"))? {
+                if let Ok(e) = crate::expr::parse(&r.code) {
+                    pop.add(r.metric("train", "rank_ic").unwrap_or(0.0), e);
+                }
+            }
+        }
+        Ok(pop)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_demoted_member_is_no_longer_a_parent() {
+        let mut pop = Population::default();
+        let (a, b) = (crate::expr::parse("rank(close)").expect("parses"), crate::expr::parse("rank(volume)").expect("parses"));
+        pop.add(0.5, a.clone());
+        pop.add(0.1, b.clone());
+        pop.demote(&a);
+        assert_eq!(pop.members, vec![(0.1, b), (-1.0, a)]);
+    }
 
     #[test]
     fn random_mutated_and_crossed_trees_print_as_parseable_text() {

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
+use super::{distinct_sentences, f4, AgentError, Miner, Outcome};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Idea {
@@ -121,6 +122,82 @@ impl Bandit {
         let idea = list[*k % list.len()].clone();
         *k += 1;
         Some(idea)
+    }
+}
+
+impl Miner<'_> {
+    /// FinAgent's high-level reflection: after a generation of ideas, the LLM reads their
+    /// outcomes (train and valid only) and writes what the generation teaches; the summary
+    /// goes into the KB as a lesson, which later writers retrieve. Returns it with the
+    /// tokens it used.
+    pub fn summarize_generation(&self, generation: u32, outcomes: &[Outcome]) -> Result<(crate::kb::Lesson, (u64, u64)), AgentError> {
+        let rows: Vec<minijinja::Value> = outcomes
+            .iter()
+            .map(|o| {
+                minijinja::context! {
+                    family => o.family.clone(), code => o.code.clone(), status => o.status.clone(),
+                    train => o.train_rank_ic.map(f4).unwrap_or_else(|| "n/a".into()),
+                    valid => o.valid_rank_ic.map(f4).unwrap_or_else(|| "n/a".into()),
+                }
+            })
+            .collect();
+        let user = self.templates.render("generation_summary.md", minijinja::context! { generation => generation, outcomes => rows })?;
+        let mut tokens = (0, 0);
+        let text = self.ask(&self.templates.render("reflect_system.md", minijinja::context! {})?, user, self.grammars.as_ref().map(|g| &g.summary), 160, 7_000 + generation, &mut tokens)?;
+        let lesson = crate::kb::Lesson {
+            id: format!("{}-gen{generation}", self.run_id),
+            text: format!("Generation {generation} summary: {}", distinct_sentences(&text, 3)),
+            run_id: self.run_id.clone(),
+            generation,
+            sources: outcomes.iter().map(|o| o.record_id.clone()).collect(),
+            created_at: crate::kb::record::now(),
+        };
+        self.kb.put_lesson(&lesson)?;
+        Ok((lesson, tokens))
+    }
+}
+
+impl Miner<'_> {
+    /// A new idea from the LLM for the family the KB is thinnest in (fewest accepted alphas,
+    /// then fewest attempts), shown the family's existing hypotheses and the latest
+    /// generation summary so it proposes something different. `None` if neither of two
+    /// replies held a usable hypothesis that is not a paraphrase of an existing one (cosine
+    /// similarity of their embeddings above [`MAX_IDEA_SIMILARITY`]). Returns the
+    /// tokens used.
+    pub fn generate_idea(&self, bandit: &Bandit, seq: usize, summary: &str) -> Result<(Option<Idea>, (u64, u64)), AgentError> {
+        let mut gap: Option<(usize, usize, &String)> = None;
+        for f in bandit.families() {
+            let fam = crate::kb::Filter::new().is("family", f.as_str());
+            let accepted = self.kb.count(&fam.clone().is("status", "accepted"))?;
+            let tried = self.kb.count(&fam)?;
+            if gap.is_none_or(|(a, t, _)| (accepted, tried) < (a, t)) {
+                gap = Some((accepted, tried, f));
+            }
+        }
+        let Some((accepted, tried, family)) = gap else { return Ok((None, (0, 0))) };
+        let existing: Vec<String> = bandit.ideas(family).iter().map(|i| i.hypothesis.clone()).collect();
+        let user = self.templates.render(
+            "new_idea.md",
+            minijinja::context! { family => family.clone(), accepted => accepted, tried => tried, existing => existing, summary => summary, extra_fields => self.cfg.extra_fields },
+        )?;
+        let system = self.templates.render("idea_system.md", minijinja::context! {})?;
+        let mut tokens = (0, 0);
+        // A paraphrase of a hypothesis already in the library would be mined twice: such a
+        // reply gets one more try with another seed, then the generation adds no idea.
+        for attempt in 0..2u32 {
+            let reply = self.ask(&system, user.clone(), self.grammars.as_ref().map(|g| &g.hypothesis), 90, 9_000 + seq as u32 + attempt * 100_003, &mut tokens)?;
+            let Some(h) = parse_hypothesis(&reply) else { continue };
+            let mut texts = vec![h.clone()];
+            texts.extend(existing.iter().cloned());
+            let v = self.kb.embedder().embed(&texts)?;
+            let closest = v[1..].iter().map(|e| e.iter().zip(&v[0]).map(|(a, b)| a * b).sum::<f32>()).fold(f32::NAN, f32::max);
+            if closest > MAX_IDEA_SIMILARITY {
+                tracing::info!(family = %family, similarity = closest, "generated idea repeats an existing hypothesis: {h}");
+                continue;
+            }
+            return Ok((Some(Idea { id: format!("{}-idea{seq:04}", self.run_id), family: family.clone(), hypothesis: h }), tokens));
+        }
+        Ok((None, tokens))
     }
 }
 

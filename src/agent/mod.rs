@@ -12,6 +12,12 @@
 //!   or after T rounds.
 //!
 //! Prompts come from `templates/` and never carry calendar dates or tickers.
+//!
+//! Where each part lives: the writer/judge rounds and the final decision here
+//! ([`Miner::mine_idea`], [`Miner::finish`]); the refiner in [`refine`] over the moves of
+//! [`variants`], scored by [`search`]; the acceptance rule's combination in [`accept`]
+//! (re-applied to a KB by [`recheck`]); the GP writer in [`gp`]; ideas, the bandit, new
+//! ideas and generation summaries in [`ideas`].
 
 pub mod accept;
 pub mod gp;
@@ -885,53 +891,6 @@ impl<'a> Miner<'a> {
             .map_err(|e| AgentError::Invalid(e.clone()))
     }
 
-    /// The sub-expressions the accepted expressions overuse (see [`refine::Overuse`]).
-    fn overuse(&self) -> Result<refine::Overuse, AgentError> {
-        let codes: Vec<String> = self.kb.records(&crate::kb::Filter::new().is("status", "accepted").is("kind", "expression"))?.into_iter().map(|r| r.code).collect();
-        Ok(refine::Overuse::of(&codes, self.cfg.overused_share))
-    }
-
-    /// Refines `cand` with up to `budget` variants on train, then gives the finalists the
-    /// full checks: the best of them that passes and beats `cand`'s train Rank IC t, if one
-    /// does.
-    fn refine_candidate(&self, id: &str, cand: &Candidate, overuse: &refine::Overuse, budget: usize, seed: u64) -> Result<Refinement, AgentError> {
-        let cfg = refine::RefineConfig {
-            budget,
-            overused_share: self.cfg.overused_share,
-            overuse_penalty: self.cfg.overuse_penalty,
-            min_coverage: self.cfg.min_coverage,
-            max_window: self.cfg.max_window,
-            ..Default::default()
-        };
-        let r = refine::refine(&mut self.searcher()?.lock().unwrap_or_else(|p| p.into_inner()), &cand.code, self.kb, overuse, &cfg, &mut gp::Rng::new(seed));
-        let train_t = |c: &Candidate| c.metrics.get("train").map_or(f64::NAN, |m| m.rank_ic_t());
-        let ok = |c: &Candidate| c.error.is_none() && c.novelty.as_ref().is_none_or(|v| v.reject.is_none() && v.repeat.is_none());
-        let mut out = Refinement { spent: r.evaluations, ..Default::default() };
-        let mut best: Option<Candidate> = None;
-        for f in r.finalists.iter().filter(|f| canonical(&f.score.text, false) != canonical(&cand.code, false)) {
-            let full = self.evaluate(id, &f.score.text)?;
-            out.finalists += 1;
-            out.attempts += full.metrics.contains_key("valid") as usize;
-            let beats = |b: &Candidate| train_t(&full) > train_t(b);
-            if ok(&full) && best.as_ref().is_none_or(beats) && (!ok(cand) || beats(cand) || !(train_t(cand) > 0.0)) {
-                best = Some(full);
-            }
-        }
-        if let Some(b) = &best {
-            out.note = format!(
-                "refined from `{}` over {} variants on train: train Rank IC {} (t {}) -> {} (t {})",
-                cand.code,
-                r.evaluations,
-                f4(cand.metrics.get("train").map_or(f64::NAN, |m| m.rank_ic)),
-                f2(train_t(cand)),
-                f4(b.metrics.get("train").map_or(f64::NAN, |m| m.rank_ic)),
-                f2(train_t(b))
-            );
-        }
-        out.better = best;
-        Ok(out)
-    }
-
     /// Whether a candidate is accepted: its error, the novelty checks and the stand-alone
     /// bars first, then (the `gain` rule) what it adds to the accepted set's combination.
     fn decide(&self, id: &str, best: &Candidate) -> Result<(Status, Option<crate::kb::Gain>), AgentError> {
@@ -1065,203 +1024,9 @@ impl<'a> Miner<'a> {
     }
 }
 
-impl<'a> Miner<'a> {
-    /// FinAgent's high-level reflection: after a generation of ideas, the LLM reads their
-    /// outcomes (train and valid only) and writes what the generation teaches; the summary
-    /// goes into the KB as a lesson, which later writers retrieve. Returns it with the
-    /// tokens it used.
-    pub fn summarize_generation(&self, generation: u32, outcomes: &[Outcome]) -> Result<(crate::kb::Lesson, (u64, u64)), AgentError> {
-        let rows: Vec<minijinja::Value> = outcomes
-            .iter()
-            .map(|o| {
-                minijinja::context! {
-                    family => o.family.clone(), code => o.code.clone(), status => o.status.clone(),
-                    train => o.train_rank_ic.map(f4).unwrap_or_else(|| "n/a".into()),
-                    valid => o.valid_rank_ic.map(f4).unwrap_or_else(|| "n/a".into()),
-                }
-            })
-            .collect();
-        let user = self.templates.render("generation_summary.md", minijinja::context! { generation => generation, outcomes => rows })?;
-        let mut tokens = (0, 0);
-        let text = self.ask(&self.templates.render("reflect_system.md", minijinja::context! {})?, user, self.grammars.as_ref().map(|g| &g.summary), 160, 7_000 + generation, &mut tokens)?;
-        let lesson = crate::kb::Lesson {
-            id: format!("{}-gen{generation}", self.run_id),
-            text: format!("Generation {generation} summary: {}", distinct_sentences(&text, 3)),
-            run_id: self.run_id.clone(),
-            generation,
-            sources: outcomes.iter().map(|o| o.record_id.clone()).collect(),
-            created_at: crate::kb::record::now(),
-        };
-        self.kb.put_lesson(&lesson)?;
-        Ok((lesson, tokens))
-    }
-}
-
-impl<'a> Miner<'a> {
-    /// A new idea from the LLM for the family the KB is thinnest in (fewest accepted alphas,
-    /// then fewest attempts), shown the family's existing hypotheses and the latest
-    /// generation summary so it proposes something different. `None` if neither of two
-    /// replies held a usable hypothesis that is not a paraphrase of an existing one (cosine
-    /// similarity of their embeddings above [`ideas::MAX_IDEA_SIMILARITY`]). Returns the
-    /// tokens used.
-    pub fn generate_idea(&self, bandit: &ideas::Bandit, seq: usize, summary: &str) -> Result<(Option<Idea>, (u64, u64)), AgentError> {
-        let mut gap: Option<(usize, usize, &String)> = None;
-        for f in bandit.families() {
-            let fam = crate::kb::Filter::new().is("family", f.as_str());
-            let accepted = self.kb.count(&fam.clone().is("status", "accepted"))?;
-            let tried = self.kb.count(&fam)?;
-            if gap.is_none_or(|(a, t, _)| (accepted, tried) < (a, t)) {
-                gap = Some((accepted, tried, f));
-            }
-        }
-        let Some((accepted, tried, family)) = gap else { return Ok((None, (0, 0))) };
-        let existing: Vec<String> = bandit.ideas(family).iter().map(|i| i.hypothesis.clone()).collect();
-        let user = self.templates.render(
-            "new_idea.md",
-            minijinja::context! { family => family.clone(), accepted => accepted, tried => tried, existing => existing, summary => summary, extra_fields => self.cfg.extra_fields },
-        )?;
-        let system = self.templates.render("idea_system.md", minijinja::context! {})?;
-        let mut tokens = (0, 0);
-        // A paraphrase of a hypothesis already in the library would be mined twice: such a
-        // reply gets one more try with another seed, then the generation adds no idea.
-        for attempt in 0..2u32 {
-            let reply = self.ask(&system, user.clone(), self.grammars.as_ref().map(|g| &g.hypothesis), 90, 9_000 + seq as u32 + attempt * 100_003, &mut tokens)?;
-            let Some(h) = ideas::parse_hypothesis(&reply) else { continue };
-            let mut texts = vec![h.clone()];
-            texts.extend(existing.iter().cloned());
-            let v = self.kb.embedder().embed(&texts)?;
-            let closest = v[1..].iter().map(|e| e.iter().zip(&v[0]).map(|(a, b)| a * b).sum::<f32>()).fold(f32::NAN, f32::max);
-            if closest > ideas::MAX_IDEA_SIMILARITY {
-                tracing::info!(family = %family, similarity = closest, "generated idea repeats an existing hypothesis: {h}");
-                continue;
-            }
-            return Ok((Some(Idea { id: format!("{}-idea{seq:04}", self.run_id), family: family.clone(), hypothesis: h }), tokens));
-        }
-        Ok((None, tokens))
-    }
-}
-
-/// What refining one candidate gave: the better candidate if any (and a note saying
-/// from what), variants scored on train, finalists given the full checks and how many of
-/// them reached valid.
-#[derive(Default)]
-struct Refinement {
-    better: Option<Candidate>,
-    note: String,
-    spent: usize,
-    finalists: usize,
-    attempts: usize,
-}
-
-/// Bytes of sub-expression panels the GP search keeps between rounds (about 30 of the
+/// Bytes of sub-expression panels the searcher keeps between batches (about 30 of the
 /// full panel's).
 const SEARCH_CACHE_BYTES: usize = 512 << 20;
-
-/// Offspring bred at most for one whose units agree ([`Miner::gp_offspring`]).
-const GP_UNIT_TRIES: usize = 100;
-
-impl<'a> Miner<'a> {
-    /// The `--writer gp` baseline for one idea: the same evaluation budget (T candidates),
-    /// candidates bred from `pop` instead of written by an LLM; no LLM call at all.
-    pub fn mine_idea_gp(&self, idea: &Idea, generation: u32, seq: usize, pop: &mut gp::Population, rng: &mut gp::Rng) -> Result<Outcome, AgentError> {
-        let mut t = Timings::default();
-        let id = format!("{}-{:04}", self.run_id, seq);
-        let rounds = if self.cfg.no_inner_loop { 1 } else { self.cfg.rounds.max(1) };
-        let mut best: Option<Candidate> = None;
-        let mut reviews = Vec::new();
-        let (mut attempts, mut evaluations) = (0, 0);
-        for round in 1..=rounds {
-            let te = Instant::now();
-            let (code, searched) = self.gp_search(pop, rng)?;
-            evaluations += searched + 1;
-            let mut cand = self.evaluate(&id, &code)?;
-            t.eval += te.elapsed().as_secs_f64();
-            attempts += cand.metrics.contains_key("valid") as usize;
-            let fit = if cand.error.is_some() { -1.0 } else { cand.metrics.get("train").map(|m| m.rank_ic).unwrap_or(f64::NAN) };
-            // (A searched candidate joined the population with its train score already.)
-            if searched == 0 {
-                if let Ok(e) = crate::expr::parse(&code) {
-                    pop.add(fit, e);
-                }
-            }
-            cand.score = fit;
-            reviews.push(Review {
-                round,
-                reviewer: "gp".into(),
-                score: 0.0,
-                advice: cand.error.clone().unwrap_or_else(|| format!("fitness (train Rank IC) {}", f4(fit))),
-            });
-            let better = best.as_ref().is_none_or(|b| (b.error.is_some() && cand.error.is_none()) || (cand.error.is_none() == b.error.is_none() && fit > b.score));
-            if better {
-                best = Some(cand);
-            }
-        }
-        let best = best.ok_or_else(|| AgentError::Invalid("no candidate".into()))?;
-        let mut out = self.finish(idea, generation, id, best, reviews, Vec::new(), (0, 0), t, rounds, attempts, false)?;
-        out.evaluations = Some(evaluations);
-        Ok(out)
-    }
-
-    /// The round's candidate: with `gp_batch` above 1, that many offspring scored on train
-    /// ([`search::Searcher`]), each joining the population with its train Rank IC, and the
-    /// best of them; else one offspring, unscored. Also how many were scored.
-    fn gp_search(&self, pop: &mut gp::Population, rng: &mut gp::Rng) -> Result<(String, usize), AgentError> {
-        if self.cfg.gp_batch <= 1 {
-            return Ok((self.gp_offspring(pop, rng), 0));
-        }
-        // Distinct offspring the rule checks would let through (an over-large tree scores
-        // well on train and is then refused: bloat would win every search).
-        let mut seen = std::collections::HashSet::new();
-        let fits = |c: &String| crate::expr::parse(c).is_ok_and(|e| self.cfg.too_complex(&e).is_none());
-        let codes: Vec<String> = (0..self.cfg.gp_batch * 4).map(|_| self.gp_offspring(pop, rng)).filter(|c| fits(c) && seen.insert(c.clone())).take(self.cfg.gp_batch).collect();
-        if codes.is_empty() {
-            return Ok((self.gp_offspring(pop, rng), 0));
-        }
-        let scores = self.searcher()?.lock().unwrap_or_else(|p| p.into_inner()).score_variants(&codes, self.kb, search::Budget::default());
-        let mut top: Option<(f64, &str)> = None;
-        for s in &scores {
-            // What the full checks would refuse scores as a failure: a signal on a sliver
-            // of the stocks can show any Rank IC it likes.
-            let fit = if s.usable(self.cfg.min_coverage) { s.rank_ic } else { -1.0 };
-            if let Ok(e) = crate::expr::parse(&s.text) {
-                pop.add(fit, e);
-            }
-            if fit > -1.0 && top.is_none_or(|(f, _)| fit > f) {
-                top = Some((fit, &s.text));
-            }
-        }
-        let scored = scores.iter().filter(|s| s.error.is_none()).count();
-        Ok((top.map_or_else(|| codes[0].clone(), |(_, c)| c.to_string()), scored))
-    }
-
-    /// An offspring of `pop` as text. With `check_units`, one whose units disagree is bred
-    /// again (a parse-level check, up to [`GP_UNIT_TRIES`] times): the LLM writer is told
-    /// the rule and GP cannot be, so its evaluations are not spent on sums the rule
-    /// checks refuse (strongly typed GP, by rejection).
-    fn gp_offspring(&self, pop: &gp::Population, rng: &mut gp::Rng) -> String {
-        let mut code = gp::to_text(&pop.offspring(rng));
-        for _ in 0..GP_UNIT_TRIES {
-            if !(self.cfg.check_units && crate::expr::units::mixed(&code).is_some()) {
-                break;
-            }
-            code = gp::to_text(&pop.offspring(rng));
-        }
-        code
-    }
-
-    /// A GP population seeded with the KB's accepted expressions, scored by train Rank IC.
-    pub fn gp_population(&self) -> Result<gp::Population, AgentError> {
-        let mut pop = gp::Population { extra_fields: self.cfg.extra_fields.clone(), ..gp::Population::default() };
-        if !self.cfg.no_kb {
-            for r in self.kb.records(&crate::kb::Filter::new().is("status", "accepted").is("kind", "expression"))? {
-                if let Ok(e) = crate::expr::parse(&r.code) {
-                    pop.add(r.metric("train", "rank_ic").unwrap_or(0.0), e);
-                }
-            }
-        }
-        Ok(pop)
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -17,6 +17,7 @@ use crate::expr::ast::{Expr, ExprKind};
 use crate::expr::{parse, AlphaResolver};
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
+use super::{canonical, f2, f4, AgentError, Candidate, Miner};
 
 /// How hard the refiner works on one structure.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -191,4 +192,66 @@ pub fn refine(searcher: &mut Searcher, start: &str, alphas: &dyn AlphaResolver, 
     }
     out.finalists = tried;
     out
+}
+
+/// What refining one candidate gave: the better candidate if any (and a note saying
+/// from what), variants scored on train, finalists given the full checks and how many of
+/// them reached valid.
+#[derive(Default)]
+pub(super) struct Refinement {
+    pub(super) better: Option<Candidate>,
+    pub(super) note: String,
+    pub(super) spent: usize,
+    pub(super) finalists: usize,
+    pub(super) attempts: usize,
+}
+
+impl Miner<'_> {
+    /// The sub-expressions the accepted expressions overuse (see [`Overuse`]).
+    pub(super) fn overuse(&self) -> Result<Overuse, AgentError> {
+        let codes: Vec<String> = self.kb.records(&crate::kb::Filter::new().is("status", "accepted").is("kind", "expression"))?.into_iter().map(|r| r.code).collect();
+        Ok(Overuse::of(&codes, self.cfg.overused_share))
+    }
+
+    /// Refines `cand` with up to `budget` variants on train, then gives the finalists the
+    /// full checks: the best of them that passes and beats `cand`'s train Rank IC t, if one
+    /// does.
+    pub(super) fn refine_candidate(&self, id: &str, cand: &Candidate, overuse: &Overuse, budget: usize, seed: u64) -> Result<Refinement, AgentError> {
+        let cfg = RefineConfig {
+            budget,
+            overused_share: self.cfg.overused_share,
+            overuse_penalty: self.cfg.overuse_penalty,
+            min_coverage: self.cfg.min_coverage,
+            max_window: self.cfg.max_window,
+            ..Default::default()
+        };
+        let r = refine(&mut self.searcher()?.lock().unwrap_or_else(|p| p.into_inner()), &cand.code, self.kb, overuse, &cfg, &mut Rng::new(seed));
+        let train_t = |c: &Candidate| c.metrics.get("train").map_or(f64::NAN, |m| m.rank_ic_t());
+        let ok = |c: &Candidate| c.error.is_none() && c.novelty.as_ref().is_none_or(|v| v.reject.is_none() && v.repeat.is_none());
+        let mut out = Refinement { spent: r.evaluations, ..Default::default() };
+        let mut best: Option<Candidate> = None;
+        for f in r.finalists.iter().filter(|f| canonical(&f.score.text, false) != canonical(&cand.code, false)) {
+            let full = self.evaluate(id, &f.score.text)?;
+            out.finalists += 1;
+            out.attempts += full.metrics.contains_key("valid") as usize;
+            let beats = |b: &Candidate| train_t(&full) > train_t(b);
+            if ok(&full) && best.as_ref().is_none_or(beats) && (!ok(cand) || beats(cand) || !(train_t(cand) > 0.0)) {
+                best = Some(full);
+            }
+        }
+        if let Some(b) = &best {
+            out.note = format!(
+                "refined from `{}` over {} variants on train: train Rank IC {} (t {}) -> {} (t {})",
+                cand.code,
+                r.evaluations,
+                f4(cand.metrics.get("train").map_or(f64::NAN, |m| m.rank_ic)),
+                f2(train_t(cand)),
+                f4(b.metrics.get("train").map_or(f64::NAN, |m| m.rank_ic)),
+                f2(train_t(b))
+            );
+        }
+        out.better = best;
+        Ok(out)
+    }
+
 }
