@@ -7,6 +7,8 @@
 //!
 //! Run: `cargo bench --bench engine` (figures in benches/README.md).
 
+mod common;
+use common::peak_rss_mb;
 use alphaloop::backtest::{prepare, Grouped, MetricsConfig};
 use alphaloop::data::{load, LoadOptions, MarketData, Panel, Period, Splits};
 use alphaloop::expr::{eval_expr, evaluate, Compiler, NoAlphas, Schema};
@@ -57,14 +59,6 @@ fn all_seeds_compute_only(data: &MarketData, file: &str) -> usize {
         n += 1;
     });
     n
-}
-
-fn peak_rss_mb() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(f64::NAN)
 }
 
 fn benches(c: &mut Criterion) {

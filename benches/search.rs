@@ -13,6 +13,8 @@
 //! Run: `cargo bench --bench search` (figures in benches/README.md). Peak memory is
 //! printed at the end.
 
+mod common;
+use common::peak_rss_mb;
 use alphaloop::agent::gp::Rng;
 use alphaloop::agent::search::{Budget, Searcher};
 use alphaloop::agent::variants::{sample, windows};
@@ -27,14 +29,6 @@ use std::time::Duration;
 
 #[global_allocator]
 static ALLOCATOR: alphaloop::data::pool::LineAligned = alphaloop::data::pool::LineAligned;
-
-fn peak_rss_mb() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(f64::NAN)
-}
 
 fn benches(c: &mut Criterion) {
     alphaloop::data::pool::keep_freed_memory();

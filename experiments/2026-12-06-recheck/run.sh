@@ -17,18 +17,7 @@ for h in 1 5; do
     "$B" kb --kb "$kb" --horizon "$h" import alpha_kb/seeds/alpha101.toml >/dev/null
     # The accepted alphas as records of their runs at this label (JSON import stores them
     # as given; recheck scores each again), their order kept by creation time.
-    python3 - "$tmp/mined-h$h.json" "$h" <<'PY'
-import json, sys
-logs = "experiments/2026-11-22-mine-100/logs/"
-recs, t = [], 1_800_000_000
-for run in ("llm100", "gp100", "nokb100"):
-    for line in open(logs + run + ".log.jsonl"):
-        o = json.loads(line)
-        if o["status"] == "accepted":
-            t += 1
-            recs.append({"id": o["record_id"], "code": o["code"], "status": {"state": "accepted"}, "run_id": run, "created_at": t, "horizon": int(sys.argv[2]), "gap": 1})
-json.dump(recs, open(sys.argv[1], "w"))
-PY
+    python3 experiments/2026-12-06-recheck/mined38.py "$tmp/mined-h$h.json" "$h"
     "$B" kb --kb "$kb" import "$tmp/mined-h$h.json" >/dev/null
     "$B" kb --kb "$kb" --horizon "$h" recheck > "$here/recheck-h$h.txt"
     "$B" kb --kb "$kb" --horizon "$h" --json recheck > "$here/recheck-h$h.json"

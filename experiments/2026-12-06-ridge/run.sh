@@ -19,18 +19,7 @@ printf 'horizon\tcombiner\tridge_lambda\tseeds_valid_rank_ic\tseeds_valid_sharpe
 for h in 1 5; do
     "$B" kb --kb "$tmp/seeds-h$h" --horizon "$h" import alpha_kb/seeds/alpha101.toml >/dev/null
     cp -r "$tmp/seeds-h$h" "$tmp/all-h$h"
-    python3 - "$tmp/mined-h$h.json" "$h" <<'PY'
-import json, sys
-logs = "experiments/2026-11-22-mine-100/logs/"
-recs, t = [], 1_800_000_000
-for run in ("llm100", "gp100", "nokb100"):
-    for line in open(logs + run + ".log.jsonl"):
-        o = json.loads(line)
-        if o["status"] == "accepted":
-            t += 1
-            recs.append({"id": o["record_id"], "code": o["code"], "status": {"state": "accepted"}, "run_id": run, "created_at": t, "horizon": int(sys.argv[2]), "gap": 1})
-json.dump(recs, open(sys.argv[1], "w"))
-PY
+    python3 experiments/2026-12-06-recheck/mined38.py "$tmp/mined-h$h.json" "$h"
     "$B" kb --kb "$tmp/all-h$h" import "$tmp/mined-h$h.json" >/dev/null
     for s in "${settings[@]}"; do
         set -- $s
