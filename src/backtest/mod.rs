@@ -24,7 +24,7 @@
 pub mod stats;
 mod ties;
 
-pub use stats::{finite_bits, mean_std, pearson4, pearson_finite, pearson_many};
+pub use stats::{finite_bits, mean_std, pearson4, pearson_finite, pearson_k, pearson_many};
 
 use crate::data::{DataError, MarketData, Panel, Period, Splits};
 use crate::expr::kernels::cross::{neighbour_bits, tie_runs, SortBuf};
@@ -475,7 +475,12 @@ impl Scorer {
         for c in (0..horizons).step_by(4) {
             let rows: [&[f64]; 4] = std::array::from_fn(|j| &labels[(c + j) * na..(c + j + 1) * na]);
             let ok: [&[u64]; 4] = std::array::from_fn(|j| &ok_rows[(c + j) * w..(c + j + 1) * w]);
-            let (r, counts) = pearson4(sig, rows, ok, min);
+            let (r, counts) = if horizons - c == 1 {
+                let (r, n) = pearson_k(sig, [rows[0]], [ok[0]], min);
+                ([r[0], f64::NAN, f64::NAN, f64::NAN], [n[0], 0, 0, 0])
+            } else {
+                pearson4(sig, rows, ok, min)
+            };
             for (k, v) in r.into_iter().enumerate().take(horizons - c) {
                 let v = if v.is_finite() { v } else { f64::NAN };
                 if c + k == 0 {

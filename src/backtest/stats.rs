@@ -94,6 +94,13 @@ pub fn pearson_many<const K: usize>(x: &[f64], ys: [&[f64]; K], min: usize) -> [
 /// the passes test each label cell's bit instead of the cell (a subtraction and a compare
 /// per eight cells and series, a third of the first pass's vector work).
 pub fn pearson4(x: &[f64], ys: [&[f64]; 4], finite: [&[u64]; 4], min: usize) -> ([f64; 4], [usize; 4]) {
+    pearson_k(x, ys, finite, min)
+}
+
+/// [`pearson4`] with any number of series: the scorer asks for one when one horizon is
+/// left (four series where one was wanted was three quarters of the Pearson passes' time
+/// when only the main horizon is scored, as a search scores).
+pub fn pearson_k<const K: usize>(x: &[f64], ys: [&[f64]; K], finite: [&[u64]; K], min: usize) -> ([f64; K], [usize; K]) {
     assert!(ys.iter().all(|y| y.len() >= x.len()), "pearson4: a series is shorter than x");
     assert!(finite.iter().all(|f| f.len() * 64 >= x.len()), "pearson4: a bitset is shorter than x");
     debug_assert!((0..4).all(|k| ys[k][..x.len()].chunks(64).zip(finite[k]).all(|(c, &w)| finite_word(c) == w)), "pearson4: bits of other series");
@@ -108,20 +115,20 @@ pub fn pearson4(x: &[f64], ys: [&[f64]; 4], finite: [&[u64]; 4], min: usize) -> 
         // bitsets are equal over x.
         if finite[1..].iter().all(|f| f[..words] == finite[0][..words]) {
             // SAFETY: as stated above for all four calls.
-            let sums = unsafe { avx512::pass1::<4, true>(x, ys, finite) };
+            let sums = unsafe { avx512::pass1::<K, true>(x, ys, finite) };
             return finish(x, |i| ys.map(|y| y[i]), min, sums, |mx, my| {
                 // SAFETY: as stated above for all four calls.
-                unsafe { avx512::pass2::<4, true>(x, ys, finite, mx, my) }
+                unsafe { avx512::pass2::<K, true>(x, ys, finite, mx, my) }
             });
         }
         // SAFETY: as stated above for all four calls.
-        let sums = unsafe { avx512::pass1::<4, false>(x, ys, finite) };
+        let sums = unsafe { avx512::pass1::<K, false>(x, ys, finite) };
         return finish(x, |i| ys.map(|y| y[i]), min, sums, |mx, my| {
             // SAFETY: as stated above for all four calls.
-            unsafe { avx512::pass2::<4, false>(x, ys, finite, mx, my) }
+            unsafe { avx512::pass2::<K, false>(x, ys, finite, mx, my) }
         });
     }
-    pearson4_generic(x, ys, min)
+    pearson_generic(x, ys, min)
 }
 
 /// Writes bit i (of word i / 64) set where `y[i]` is finite into `out`, which holds
@@ -140,8 +147,8 @@ fn finite_word(cells: &[f64]) -> u64 {
 }
 
 crate::expr::kernels::avx2_dispatch! {
-/// [`pearson4`] without AVX-512.
-fn pearson4_generic(x: &[f64], ys: [&[f64]; 4], min: usize) -> ([f64; 4], [usize; 4]) {
+/// [`pearson_k`] without AVX-512.
+fn pearson_generic<const K: usize>(x: &[f64], ys: [&[f64]; K], min: usize) -> ([f64; K], [usize; K]) {
     pearson_cells(x, |i| ys.map(|y| y[i]), min)
 }
 }
@@ -437,9 +444,14 @@ mod tests {
             })
             .collect();
         let finite = [&bits[0][..], &bits[1][..], &bits[2][..], &bits[3][..]];
-        for (r, n) in [pearson4(&x, ys, finite, 20), pearson4_generic(&x, ys, 20)] {
+        for (r, n) in [pearson4(&x, ys, finite, 20), pearson_generic(&x, ys, 20)] {
             assert_eq!(r.map(f64::to_bits), many.map(f64::to_bits));
             assert_eq!(n, counts);
+        }
+        // One series at a time (the scorer's route with one horizon): the same bits.
+        for k in 0..4 {
+            let (r, n) = pearson_k(&x, [ys[k]], [finite[k]], 20);
+            assert_eq!((r[0].to_bits(), n[0]), (many[k].to_bits(), counts[k]), "series {k}");
         }
     }
 
@@ -465,7 +477,7 @@ mod tests {
             let finite = [&bits[0][..], &bits[1][..], &bits[2][..], &bits[3][..]];
             let own: [f64; 4] = std::array::from_fn(|k| pearson_finite(&x, ys[k], 10));
             assert!(own.iter().all(|r| r.is_finite()), "{own:?}");
-            for (r, n) in [pearson4(&x, ys, finite, 10), pearson4_generic(&x, ys, 10)] {
+            for (r, n) in [pearson4(&x, ys, finite, 10), pearson_generic(&x, ys, 10)] {
                 assert_eq!(r.map(f64::to_bits), own.map(f64::to_bits), "length {len}");
                 let joint = (0..len).filter(|&i| x[i].is_finite() && cols[0][i].is_finite()).count();
                 assert_eq!(n, [joint; 4]);
