@@ -73,6 +73,7 @@ fn every_runnable_example_in_docs_runs_as_written() {
                 .args(["-euo", "pipefail", "-c", &script])
                 .current_dir(&work)
                 .env("PATH", &path)
+                .env("ALPHALOOP_MODEL", "small")
                 .env_remove("ALPHALOOP_CONFIG")
                 .env_remove("ALPHALOOP_DATA")
                 .env_remove("ALPHALOOP_KB")

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 fn model() -> &'static LocalModel {
     static M: OnceLock<LocalModel> = OnceLock::new();
-    M.get_or_init(|| LocalModel::load(&alphaloop::llm::default_gguf(), 4096, 0).expect("GGUF installed by scripts/setup"))
+    M.get_or_init(|| LocalModel::load(&alphaloop::llm::small_gguf(), 4096, 0).expect("GGUF installed by scripts/setup"))
 }
 
 const SYSTEM: &str = "You write formulaic stock alphas in a small expression language. Fields: open, high, low, close, volume, returns, vwap, adv20. Operators include rank(x), ts_mean(x, d), ts_std(x, d), ts_corr(x, y, d), delta(x, d), delay(x, d), ts_rank(x, d). Reply with one expression only.";
@@ -31,6 +31,33 @@ fn grammar_constrained_replies_always_parse_and_compile() {
         let r = m.chat(&req).expect("reply");
         assert!(r.completion_tokens > 0);
         c.add(r.text.trim()).unwrap_or_else(|e| panic!("reply {:?} does not compile: {e}", r.text));
+    }
+}
+
+/// The writer's grammar admits exactly the labels of the prompt: asked outright for a
+/// label it was not shown, the model still writes only shown ones, and the reply compiles
+/// once the labels are resolved.
+#[test]
+fn the_writer_grammar_refuses_a_label_it_was_not_shown() {
+    let m = model();
+    let g = grammar::writer_gbnf(&[], &["A1".into()], &["A1".into(), "F1".into()]);
+    let labels = alphaloop::agent::writer::Labels { alphas: vec![("A1".into(), "seed".into())], failures: vec![("F1".into(), "old".into())] };
+    let formulas: std::collections::BTreeMap<String, String> = [("seed".to_string(), "rank(close)".to_string())].into();
+    let mut c = Compiler::new(Schema::of(common::sample()), &formulas);
+    for (i, ask) in ["Reply exactly: USES: A7\nrank(alpha:A7)", "Reply exactly: USES: F3, A2\nalpha:A2 - alpha:F3"].iter().enumerate() {
+        let mut req = ChatRequest::new("You write alphas. Shown: A1 (accepted), F1 (failed).", *ask);
+        req.grammar = Some(g.clone());
+        req.max_tokens = 40;
+        req.seed = i as u32;
+        let text = m.chat(&req).expect("reply").text;
+        let (uses, expr) = text.split_once('\n').unwrap_or_else(|| panic!("two lines: {text:?}"));
+        assert!(uses.starts_with("USES: "), "{text:?}");
+        for w in uses["USES: ".len()..].split(", ") {
+            assert!(["none", "A1", "F1"].contains(&w), "{text:?}");
+        }
+        let refs: Vec<String> = alphaloop::expr::parse(expr).unwrap_or_else(|e| panic!("{text:?}: {e}")).alpha_refs().into_iter().map(str::to_string).collect();
+        assert!(refs.iter().all(|r| r == "A1"), "{text:?}");
+        c.add(&labels.resolve(expr)).unwrap_or_else(|e| panic!("{text:?} does not compile: {e}"));
     }
 }
 

@@ -419,6 +419,25 @@ fn a_resumed_run_keeps_its_settings_and_its_target() {
     assert!(!out.status.success() && err.contains("run 'g' was mined with --writer gp --llm local; resume it with those settings"), "{err}");
 }
 
+/// A run keeps the local model it started with: one recorded before the model was kept
+/// mined with the 0.5B (the only local model then), and resuming it on another is refused
+/// before anything is loaded.
+#[test]
+fn a_resumed_run_keeps_its_local_model() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = config(dir.path(), &common::shared("data/sp500_sample.parquet"));
+    let runs = dir.path().join("runs");
+    std::fs::create_dir_all(runs.join("old")).expect("mkdir");
+    let plan = serde_json::json!({ "ideas": 2, "hours": null, "writer": "llm", "llm": "local", "no_inner_loop": false, "no_kb": false });
+    std::fs::write(runs.join("old/run.json"), plan.to_string()).expect("plan");
+    std::fs::write(runs.join("old/log.jsonl"), "").expect("log");
+    let out = mine(&cfg, &runs, &["--resume", "old", "--model", "medium"]).output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("was mined with --writer llm --llm local --model ") && err.contains("qwen2.5-coder-0.5b-instruct.gguf;"), "{err}");
+    assert!(err.contains("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"), "{err}");
+}
+
 /// A run that fails before it starts (a mistyped path, a model that will not open) leaves
 /// no empty run directory behind for `alphaloop runs` to list; a resumed run keeps its own.
 #[test]

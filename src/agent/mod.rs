@@ -22,10 +22,12 @@
 pub mod accept;
 pub mod gp;
 pub mod ideas;
+pub mod judge;
 pub mod recheck;
 pub mod refine;
 pub mod search;
 pub mod variants;
+pub mod writer;
 
 use crate::backtest::{Metrics, MiningView};
 use crate::expr::{evaluate, Compiler, Schema};
@@ -460,6 +462,10 @@ struct Candidate {
     lookahead: Option<crate::sandbox::LookAhead>,
     /// Its per-date ranks over train then valid (for the novelty check and the gain).
     ranks: Option<crate::kb::ranks::Ranks>,
+    /// Its mean daily Rank IC per calendar year of train (for the judge).
+    years: Vec<(i32, f64)>,
+    /// The KB records the writer cited for it (`USES:`).
+    uses: Vec<String>,
     score: f64,
 }
 
@@ -473,6 +479,8 @@ impl Candidate {
             novelty: None,
             lookahead: None,
             ranks: None,
+            years: Vec::new(),
+            uses: Vec::new(),
             score: 0.0,
         }
     }
@@ -493,8 +501,9 @@ impl Candidate {
 /// sampling (the local one): the writer always emits a parseable expression, the judge
 /// exactly the review format, and prose stays within its sentence budget.
 struct Grammars {
-    /// None for the Python writer (free-form code).
-    expr: Option<String>,
+    /// Whether the writer's replies are constrained (not the Python writer's free-form
+    /// code): [`crate::llm::grammar::writer_gbnf`] over the labels each prompt shows.
+    expr: bool,
     review: String,
     lesson: String,
     summary: String,
@@ -557,7 +566,7 @@ impl<'a> Miner<'a> {
         )?;
         use crate::llm::grammar as g;
         let grammars = constrained.then(|| Grammars {
-            expr: (!cfg.python).then(|| g::expression_gbnf_with(&cfg.extra_fields)),
+            expr: !cfg.python,
             review: g::review_gbnf(),
             lesson: g::sentences_gbnf(1),
             summary: g::sentences_gbnf(3),
@@ -651,7 +660,9 @@ impl<'a> Miner<'a> {
     /// What every candidate that produced a signal goes through, whatever wrote it: train
     /// and valid metrics, the behaviour vector, the coverage rule and the novelty checks.
     fn score_signal(&self, cand: &mut Candidate, id: &str, kind: Kind, sig: &crate::data::Panel) -> Result<(), AgentError> {
-        cand.metrics = self.view.score(sig);
+        let ((train, daily), valid) = rayon::join(|| self.view.train.score_daily(sig), || self.view.valid.score(sig));
+        cand.years = judge::by_year(&self.view.data.dates, &daily);
+        cand.metrics = [("train".to_string(), train), ("valid".to_string(), valid)].into_iter().collect();
         cand.behaviour = self.sample.vector(&self.view.data, sig);
         if let Some(m) = cand.metrics.get("train") {
             if !(m.coverage >= self.cfg.min_coverage) {
@@ -744,16 +755,21 @@ impl<'a> Miner<'a> {
         let t_kb = Instant::now();
         let ctx = if self.cfg.no_kb { Default::default() } else { self.kb.retrieve(&idea.hypothesis, self.cfg.retrieve_k)? };
         t.kb += t_kb.elapsed().as_secs_f64();
+        let labels = writer::Labels::of(&ctx);
         let successes: Vec<minijinja::Value> = ctx
             .successes
             .iter()
-            .map(|h| minijinja::context! { code => h.record.code.clone(), rank_ic => f4(h.record.metric("valid", "rank_ic").unwrap_or(f64::NAN)) })
+            .zip(&labels.alphas)
+            .map(|(h, (label, _))| minijinja::context! { label => label, code => h.record.code.clone(), rank_ic => f4(h.record.metric("valid", "rank_ic").unwrap_or(f64::NAN)) })
             .collect();
         let failures: Vec<minijinja::Value> = ctx
             .failures
             .iter()
-            .map(|h| minijinja::context! { code => h.record.code.clone(), reason => h.record.status.reason() })
+            .zip(&labels.failures)
+            .map(|(h, (label, _))| minijinja::context! { label => label, code => h.record.code.clone(), reason => h.record.status.reason() })
             .collect();
+        // The local model's writer grammar admits exactly the labels this prompt shows.
+        let grammar = self.grammars.as_ref().filter(|g| g.expr).map(|_| crate::llm::grammar::writer_gbnf(&self.cfg.extra_fields, &labels.alpha_labels(), &labels.citable()));
         let lessons: Vec<String> = ctx.lessons.iter().map(|l| l.lesson.text.clone()).chain(ctx.successes.iter().flat_map(|h| h.record.lessons.clone())).take(3).collect();
         let parents: Vec<String> = ctx.successes.iter().map(|h| h.record.id.clone()).collect();
 
@@ -772,7 +788,7 @@ impl<'a> Miner<'a> {
             let user = self.templates.render(
                 "writer_user.md",
                 minijinja::context! {
-                    family => idea.family.clone(), hypothesis => idea.hypothesis.clone(),
+                    family => idea.family.clone(), hypothesis => idea.hypothesis.clone(), expression => !self.cfg.python,
                     successes => successes.clone(), failures => failures.clone(), lessons => lessons.clone(),
                     previous => last.as_ref().map(|l| l.0.clone()), score => last.as_ref().map(|l| l.1), review => last.as_ref().map(|l| l.2.clone()),
                 },
@@ -780,10 +796,10 @@ impl<'a> Miner<'a> {
             let tw = Instant::now();
             let max_tokens = if self.cfg.python { 400 } else { 96 };
             let before = tokens.1;
-            let extract = |reply: &str| if self.cfg.python { extract_python(reply) } else { extract_expression(reply) };
-            let grammar = self.grammars.as_ref().and_then(|g| g.expr.as_ref());
+            // The code (labels resolved to ids) and the records it cites.
+            let extract = |reply: &str| if self.cfg.python { (extract_python(reply), Vec::new()) } else { (labels.resolve(&extract_expression(reply)), labels.cited(reply)) };
             let seed = (seq as u32) * 31 + round;
-            let mut code = extract(&self.ask(&self.writer_system, user.clone(), grammar, max_tokens, seed, &mut tokens)?);
+            let (mut code, mut uses) = extract(&self.ask(&self.writer_system, user.clone(), grammar.as_ref(), max_tokens, seed, &mut tokens)?);
             let mut key = canonical(&code, self.cfg.python);
             // A copy of an alpha in the prompt or of an earlier attempt at this idea (small
             // models copy the failures they are shown) is asked again with other seeds
@@ -793,7 +809,7 @@ impl<'a> Miner<'a> {
                     break;
                 }
                 tracing::debug!(idea = %idea.id, round, retry, "the writer copied a known alpha: {code}");
-                code = extract(&self.ask(&self.writer_system, user.clone(), grammar, max_tokens, seed.wrapping_add(retry * 1_000_003), &mut tokens)?);
+                (code, uses) = extract(&self.ask(&self.writer_system, user.clone(), grammar.as_ref(), max_tokens, seed.wrapping_add(retry * 1_000_003), &mut tokens)?);
                 key = canonical(&code, self.cfg.python);
             }
             known.insert(key);
@@ -801,6 +817,7 @@ impl<'a> Miner<'a> {
 
             let te = Instant::now();
             let mut cand = self.evaluate(&id, &code)?;
+            cand.uses = uses;
             t.eval += te.elapsed().as_secs_f64();
             attempts += cand.metrics.contains_key("valid") as usize;
             evaluations += 1;
@@ -814,56 +831,23 @@ impl<'a> Miner<'a> {
                 t.eval += te.elapsed().as_secs_f64();
                 refine_left -= r.spent.min(refine_left);
                 (attempts, evaluations) = (attempts + r.attempts, evaluations + r.spent + r.finalists);
-                if let Some(better) = r.better {
+                if let Some(mut better) = r.better {
                     reviews.push(Review { round, reviewer: "refiner".into(), score: 0.0, advice: r.note });
                     code = better.code.clone();
+                    better.uses = std::mem::take(&mut cand.uses);
                     cand = better;
                 }
             }
 
-            let m = cand.metrics.get("train").cloned().unwrap_or_default();
-            let rules = match &cand.error {
-                Some(e) => format!("FAILED: {e}"),
-                None => {
-                    let units = if self.cfg.check_units && !self.cfg.python { "units agree, " } else { "" };
-                    format!("passed (parses, fields exist, {units}complexity within limits, coverage ok, operators are causal)")
-                }
-            };
-            let novelty = match &cand.novelty {
-                Some(v) => match (&v.reject, &v.repeat) {
-                    (Some(r), _) => format!("REJECTED: {r}"),
-                    (None, Some(p)) => format!("REPEAT: behaves like the earlier attempt {p}; a different expression is needed"),
-                    (None, None) => format!(
-                        "ok (max |corr| with accepted alphas {})",
-                        v.novelty.max_corr.map(|c| format!("{:.2}", c.abs())).unwrap_or_else(|| "n/a".into())
-                    ),
-                },
-                None => "not checked".into(),
-            };
             let (score, advice) = if let Some(e) = &cand.error {
                 // No LLM call for code that does not run: the error is the advice.
                 reviews.push(Review { round, reviewer: "rules".into(), score: 0.0, advice: e.clone() });
                 let what = if self.cfg.python { "factor" } else { "expression" };
                 (0.0, format!("The {what} failed the rule checks: {e}"))
             } else {
-                let user = self.templates.render(
-                    "judge_user.md",
-                    minijinja::context! {
-                        family => idea.family.clone(), hypothesis => idea.hypothesis.clone(), code => code.clone(), rules => rules.clone(),
-                        ic => f4(m.ic), rank_ic => f4(m.rank_ic), icir => f4(m.icir), ic_h5 => f4(m.ic_h5), ic_h10 => f4(m.ic_h10), ic_h20 => f4(m.ic_h20),
-                        turnover => f4(m.turnover), coverage => f4(m.coverage), novelty => novelty.clone(),
-                    },
-                )?;
-                let system = self.templates.render("judge_system.md", minijinja::context! { bar => self.cfg.min_train_rank_ic })?;
-                let tj = Instant::now();
-                let reply = self.ask(&system, user, self.grammars.as_ref().map(|g| &g.review), 120, (seq as u32) * 31 + round + 7, &mut tokens)?;
-                t.judge += tj.elapsed().as_secs_f64();
-                let (mut s, a) = parse_review(&reply);
-                reviews.push(Review { round, reviewer: self.llm.name(), score: s, advice: a.clone() });
-                if cand.novelty.as_ref().is_some_and(|v| v.reject.is_some() || v.repeat.is_some()) {
-                    s = s.min(3.0);
-                }
-                (s, a)
+                let v = self.review(idea, &cand, &id, round, (seq as u32) * 31 + round + 7, &mut tokens, &mut t)?;
+                reviews.push(v.review);
+                (v.score, v.advice)
             };
             cand.score = score;
             let bar = self.cfg.min_train_rank_ic;
@@ -973,7 +957,7 @@ impl<'a> Miner<'a> {
         rec.idea = idea.hypothesis.clone();
         rec.hypothesis = idea.hypothesis.clone();
         rec.family = idea.family.clone();
-        rec.parents = parents;
+        rec.parents = lineage(&best, parents);
         rec.generation = generation;
         rec.metrics = best.metrics.clone();
         rec.reviews = reviews;
@@ -1003,6 +987,7 @@ impl<'a> Miner<'a> {
         rec.cost_usd = self.cfg.price.cost(tokens.0, tokens.1);
         let tk = Instant::now();
         self.kb.put(vec![(rec.clone(), best.behaviour.clone())])?;
+        self.credit(&best.uses, status == Status::Accepted)?;
         t.kb += tk.elapsed().as_secs_f64();
         Ok(Outcome {
             idea: idea.id.clone(),
@@ -1021,6 +1006,38 @@ impl<'a> Miner<'a> {
             cost_usd: rec.cost_usd,
             timings: t,
         })
+    }
+}
+
+/// A record's parents: the alphas its code names (`alpha:ID`) and the records its writer
+/// cited, each once; `shown`, what the writer was shown, when it names and cites none (the
+/// Python writer cites nothing).
+fn lineage(best: &Candidate, shown: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let refs = crate::expr::parse(&best.code).map(|e| e.alpha_refs().into_iter().map(str::to_string).collect::<Vec<_>>()).unwrap_or_default();
+    for id in refs.into_iter().chain(best.uses.iter().cloned()) {
+        if !out.contains(&id) {
+            out.push(id);
+        }
+    }
+    if out.is_empty() { shown } else { out }
+}
+
+impl Miner<'_> {
+    /// The records a writer cited for an alpha gain importance when it was accepted and
+    /// lose some when it was not.
+    fn credit(&self, cited: &[String], accepted: bool) -> Result<(), AgentError> {
+        let mut recs = Vec::new();
+        for id in cited {
+            if let Some(mut r) = self.kb.get(id)? {
+                r.cited(accepted);
+                recs.push(r);
+            }
+        }
+        if !recs.is_empty() {
+            self.kb.update(&recs)?;
+        }
+        Ok(())
     }
 }
 
@@ -1056,10 +1073,23 @@ mod tests {
         assert!(!system(0.002).contains("0.005"));
         // The horizon figures are Pearson ICs (`Metrics::ic_h5`, ...), not Rank ICs.
         let user = t
-            .render("judge_user.md", minijinja::context! { family => "f", hypothesis => "h", code => "c", rules => "r", ic => "", rank_ic => "", icir => "", ic_h5 => "0.0100", ic_h10 => "", ic_h20 => "", turnover => "", coverage => "", novelty => "" })
+            .render("judge_user.md", minijinja::context! { family => "f", hypothesis => "h", code => "c", rules => "r", ic => "", rank_ic => "", icir => "", ic_h5 => "0.0100", ic_h10 => "", ic_h20 => "", turnover => "", coverage => "", novelty => "", weakness => "w" })
             .expect("renders");
         assert!(t.render("judge_system.md", minijinja::context! {}).is_err(), "a variable left out is an error, not an empty string");
         assert!(user.contains("IC at 5/10/20 days 0.0100") && !user.contains("Rank IC at 5/10/20"), "{user}");
+        assert!(!user.contains("Similar earlier attempts") && !user.contains("by training year"), "{user}");
+        // The judge's memory: earlier attempts with how they ended, its years and its gain.
+        let attempt = |code: &str, outcome: &str, review: Option<&str>| minijinja::context! { code => code, outcome => outcome, rank_ic => Option::<String>::None, review => review, lesson => "l" };
+        let user = t
+            .render("judge_user.md", minijinja::context! {
+                family => "f", hypothesis => "h", code => "c", rules => "r", ic => "", rank_ic => "", icir => "", ic_h5 => "", ic_h10 => "", ic_h20 => "", turnover => "", coverage => "", novelty => "",
+                weakness => "turnover: 0.70 of the book a day", years => "2010 0.0100, 2011 -0.0020", gain => "Rank IC 0.0010 a day, t 1.20 (the bar is 3)",
+                attempts => vec![attempt("rank(close)", "accepted", None), attempt("rank(volume)", "rejected: adds too little", Some("Use a longer window."))],
+            })
+            .expect("renders");
+        for want in ["Weakest point: turnover: 0.70 of the book a day.", "Rank IC by training year: 2010 0.0100, 2011 -0.0020.", "t 1.20 (the bar is 3)", "- rank(close): accepted; lesson: l", "- rank(volume): rejected: adds too little; review: Use a longer window.; lesson: l"] {
+            assert!(user.contains(want), "{want}\n{user}");
+        }
     }
 
     #[test]

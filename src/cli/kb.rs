@@ -47,8 +47,9 @@ pub enum KbCmd {
         family: Option<String>,
     },
     /// Semantic search over ideas ("volume breakout on down days"), in the order the
-    /// writer and the judge retrieve them: score = 0.6 · relevance (cosine to the idea) +
-    /// 0.3 · performance (valid Rank IC) + 0.1 · recency, then diversified (each pick
+    /// writer retrieves them: score = 0.5 · relevance (cosine to the idea) + 0.25 ·
+    /// performance (valid Rank IC) + 0.1 · recency + 0.15 · importance (what citing the
+    /// record has been worth, fading with age), then diversified (each pick
     /// penalised by its similarity to those already picked), so neither column is sorted.
     Search {
         /// The idea to look for, in words.

@@ -28,8 +28,9 @@ pub struct MineArgs {
     /// config or $OPENAI_BASE_URL, key from $OPENAI_API_KEY; `alphaloop serve` is one).
     #[arg(long)]
     pub llm: Option<String>,
-    /// GGUF file for the local model (default: the Qwen2.5-Coder 0.5B set up by scripts/setup).
-    #[arg(long)]
+    /// The local model: `small` (Qwen2.5-Coder 0.5B), `medium` (1.5B) or a GGUF path
+    /// (default: the 1.5B when scripts/setup fetched it, else the 0.5B).
+    #[arg(long, env = "ALPHALOOP_MODEL")]
     pub model: Option<PathBuf>,
     /// Threads for the local model (0: all cores); fewer leaves cores for other work.
     #[arg(long, default_value_t = 0)]
@@ -141,7 +142,7 @@ fn open_llm(args: &MineArgs, cfg: &Config, run_dir: &Path) -> Result<Box<dyn Lan
     }
     let inner: Box<dyn LanguageModel> = match args.llm() {
         "local" => {
-            let path = args.model.clone().unwrap_or_else(crate::llm::default_gguf);
+            let path = crate::llm::model_path(args.model.as_deref());
             Box::new(LocalModel::load(&path, crate::llm::local::DEFAULT_CTX, args.llm_threads)?)
         }
         s if s.starts_with("openai:") => {
@@ -197,6 +198,10 @@ struct RunPlan {
     llm: String,
     no_inner_loop: bool,
     no_kb: bool,
+    /// The local model's GGUF (a local LLM writer's runs; runs recorded before it was kept
+    /// mined with the 0.5B, the only local model there was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    model: Option<PathBuf>,
     /// Wall time spent mining, over every session, as of the last idea finished.
     #[serde(default)]
     spent_seconds: f64,
@@ -231,6 +236,7 @@ impl RunPlan {
             llm: args.llm().to_string(),
             no_inner_loop: args.no_inner_loop,
             no_kb: args.no_kb,
+            model: (args.llm() == "local" && args.writer() != "gp" && args.replay.is_none()).then(|| crate::llm::model_path(args.model.as_deref())),
             spent_seconds: 0.0,
             mine: cfg.mine.resolved(),
         }
@@ -245,6 +251,9 @@ impl RunPlan {
         if self.no_kb {
             f += " --no-kb";
         }
+        if let Some(m) = &self.model {
+            f += &format!(" --model {}", m.display());
+        }
         f
     }
 
@@ -254,6 +263,9 @@ impl RunPlan {
             Ok(text) => {
                 let mut plan: RunPlan = serde_json::from_str(&text).with_context(|| format!("{}: not a run plan", p.display()))?;
                 plan.mine = plan.mine.recorded_as_mined().resolved();
+                if plan.llm == "local" && plan.writer != "gp" && plan.model.is_none() {
+                    plan.model = Some(crate::llm::small_gguf());
+                }
                 Ok(Some(plan))
             }
             // Runs of earlier versions have none.
@@ -326,6 +338,8 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
             writer: args.writer.clone().unwrap_or_else(|| p.writer.clone()),
             no_inner_loop: args.no_inner_loop || p.no_inner_loop,
             no_kb: args.no_kb || p.no_kb,
+            // (A run whose writer asks no local model has none to keep.)
+            model: p.model.as_ref().map(|m| args.model.as_deref().map_or_else(|| m.clone(), |a| crate::llm::model_path(Some(a)))),
             ..p.clone()
         };
         if asked.flags() != p.flags() && args.replay.is_none() {
@@ -337,6 +351,7 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
             bail!("run '{run_id}' was mined with [mine] {list}; resume it with the settings it was started with (a run whose bar moved midway is no arm of a comparison), or start a new run");
         }
         (args.llm, args.writer) = (Some(p.llm.clone()), Some(p.writer.clone()));
+        args.model = p.model.clone().or(args.model.take());
         (args.no_inner_loop, args.no_kb) = (p.no_inner_loop, p.no_kb);
     }
     if let (None, Some(p)) = (&args.llm, &args.replay) {

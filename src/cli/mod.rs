@@ -82,8 +82,8 @@ pub enum Command {
         /// 0 picks a free port (printed on the first line of output).
         #[arg(long, default_value_t = 8080)]
         port: u16,
-        /// GGUF file (default: the Qwen2.5-Coder 0.5B set up by scripts/setup).
-        #[arg(long)]
+        /// `small` (Qwen2.5-Coder 0.5B), `medium` (1.5B) or a GGUF path (default: the 1.5B when scripts/setup fetched it, else the 0.5B).
+        #[arg(long, env = "ALPHALOOP_MODEL")]
         model: Option<std::path::PathBuf>,
         /// Threads for the model (0: all cores).
         #[arg(long, default_value_t = 0)]
@@ -106,7 +106,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Train(a) => train::run_train(a, &cfg),
         Command::Predict(a) => train::run_predict(a, &cfg),
         Command::Serve { host, port, model, llm_threads } => {
-            let path = model.unwrap_or_else(crate::llm::default_gguf);
+            let path = crate::llm::model_path(model.as_deref());
             let m = crate::llm::local::LocalModel::load(&path, crate::llm::local::DEFAULT_CTX, llm_threads)?;
             let listener = std::net::TcpListener::bind((host.as_str(), port)).with_context(|| format!("cannot listen on {host}:{port}"))?;
             let addr = listener.local_addr()?;

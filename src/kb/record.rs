@@ -171,6 +171,11 @@ pub struct AlphaRecord {
     /// the gain of adding it back to the set without it), kept current as the set grows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contribution: Option<Gain>,
+    /// What citing it has been worth to the writers that did (0 to 1; none is the neutral
+    /// 0.5): raised when an alpha that cited it was accepted, lowered when one was not
+    /// ([`AlphaRecord::cited`]); retrieval weighs it ([`crate::kb::retrieve`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub importance: Option<f64>,
     /// Look-ahead check verdict (`clean`, or what was read from the future).
     #[serde(default)]
     pub lookahead: Option<String>,
@@ -186,6 +191,9 @@ pub struct AlphaRecord {
     #[serde(default)]
     pub created_at: i64,
 }
+
+/// The importance of a record no writer has cited.
+pub const NEUTRAL_IMPORTANCE: f64 = 0.5;
 
 fn one() -> usize {
     1
@@ -220,6 +228,7 @@ impl AlphaRecord {
             novelty: None,
             gain: None,
             contribution: None,
+            importance: None,
             lookahead: None,
             run_id: String::new(),
             model: String::new(),
@@ -227,6 +236,14 @@ impl AlphaRecord {
             cost_usd: 0.0,
             created_at: now(),
         }
+    }
+
+    /// Its importance after a writer cited it for an alpha that was then accepted or not:
+    /// a fifth of the way up to 1 on an acceptance, a tenth of the way down to 0 otherwise
+    /// (most attempts fail, so one acceptance outweighs two failures).
+    pub fn cited(&mut self, accepted: bool) {
+        let i = self.importance.unwrap_or(NEUTRAL_IMPORTANCE);
+        self.importance = Some(if accepted { i + 0.2 * (1.0 - i) } else { i - 0.1 * i });
     }
 
     /// A metric by name on a split (`None` when absent or not finite).

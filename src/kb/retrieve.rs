@@ -4,12 +4,19 @@
 //! **Score** of a record for a query:
 //!
 //! ```text
-//! score = 0.6 · relevance + 0.3 · performance + 0.1 · recency
+//! score = 0.5 · relevance + 0.25 · performance + 0.1 · recency + 0.15 · importance
 //! relevance   = max(0, cosine(query, idea vector))
 //! performance = clamp(0.5 + 10 · valid Rank IC, 0, 1)    (0.5 when there is none;
 //!               a Rank IC of +0.05 scores 1, −0.05 scores 0)
 //! recency     = 0.5 ^ (hours older than the newest candidate / 24)   (half-life of one day)
+//! importance  = 0.5 + (stored importance − 0.5) · 0.5 ^ (the same hours / 168)
 //! ```
+//!
+//! Importance is what citing the record has been worth: a writer names the records it
+//! built on (its `USES:` line), and each cited record moves up when the alpha is accepted
+//! and down when it is not ([`AlphaRecord::cited`]); as memories are in FinMem and
+//! InvestorBench, it fades back to neutral (0.5) with a half-life of a week, so a record
+//! that helped once does not crowd the context for good.
 //!
 //! Age is counted from the newest of the candidates, not from the clock, so retrieval is a
 //! function of the KB's contents and the query alone: the same KB retrieves the same a day
@@ -29,9 +36,12 @@ use super::{AlphaRecord, Filter, Hit, Kb, KbError, Lesson};
 use serde::Serialize;
 use serde_json::Value;
 
-pub const W_RELEVANCE: f64 = 0.6;
-pub const W_PERFORMANCE: f64 = 0.3;
+pub const W_RELEVANCE: f64 = 0.5;
+pub const W_PERFORMANCE: f64 = 0.25;
 pub const W_RECENCY: f64 = 0.1;
+pub const W_IMPORTANCE: f64 = 0.15;
+/// Hours over which a cited record's importance halves its distance from neutral.
+const IMPORTANCE_HALF_LIFE_HOURS: f64 = 168.0;
 const DIVERSITY: f64 = 0.5;
 
 /// What the writer sees from the KB for one idea.
@@ -52,24 +62,34 @@ fn performance(r: &AlphaRecord) -> f64 {
     r.metric("valid", "rank_ic").map(|v| (0.5 + 10.0 * v).clamp(0.0, 1.0)).unwrap_or(0.5)
 }
 
+fn hours(created_at: i64, newest: i64) -> f64 {
+    (newest - created_at).max(0) as f64 / 3600.0
+}
+
 fn recency(created_at: i64, newest: i64) -> f64 {
-    let hours = (newest - created_at).max(0) as f64 / 3600.0;
-    0.5f64.powf(hours / 24.0)
+    0.5f64.powf(hours(created_at, newest) / 24.0)
+}
+
+/// A record's importance as retrieval weighs it: faded towards neutral with its age.
+pub fn importance(r: &AlphaRecord, newest: i64) -> f64 {
+    let n = super::record::NEUTRAL_IMPORTANCE;
+    n + (r.importance.unwrap_or(n) - n) * 0.5f64.powf(hours(r.created_at, newest) / IMPORTANCE_HALF_LIFE_HOURS)
 }
 
 /// The documented score of a record; `newest` is the creation time of the newest
 /// candidate.
 pub fn score(relevance: f64, r: &AlphaRecord, with_performance: bool, newest: i64) -> f64 {
-    mix(relevance, recency(r.created_at, newest), with_performance.then(|| performance(r)))
+    mix(relevance, recency(r.created_at, newest), with_performance.then(|| performance(r)), importance(r, newest))
 }
 
-/// The weighted sum; without a performance term (failures, lessons) the other two weights
-/// are rescaled to sum to 1.
-fn mix(relevance: f64, recency: f64, performance: Option<f64>) -> f64 {
+/// The weighted sum; without a performance term (failures) the other weights are rescaled
+/// to sum to 1.
+fn mix(relevance: f64, recency: f64, performance: Option<f64>, importance: f64) -> f64 {
     let rel = relevance.max(0.0);
+    let rest = W_RELEVANCE * rel + W_RECENCY * recency + W_IMPORTANCE * importance;
     match performance {
-        Some(p) => W_RELEVANCE * rel + W_PERFORMANCE * p + W_RECENCY * recency,
-        None => (W_RELEVANCE * rel + W_RECENCY * recency) / (W_RELEVANCE + W_RECENCY),
+        Some(p) => rest + W_PERFORMANCE * p,
+        None => rest / (W_RELEVANCE + W_RECENCY + W_IMPORTANCE),
     }
 }
 
@@ -141,7 +161,7 @@ impl Kb {
         let newest = lessons.iter().map(|(_, _, l)| l.created_at).max().unwrap_or(0);
         let cands = lessons
             .into_iter()
-            .map(|(rel, v, l)| (mix(rel as f64, recency(l.created_at, newest), None), v, l))
+            .map(|(rel, v, l)| (mix(rel as f64, recency(l.created_at, newest), None, super::record::NEUTRAL_IMPORTANCE), v, l))
             .collect();
         Ok(mmr(cands, k).into_iter().map(|(score, lesson)| LessonHit { score, lesson }).collect())
     }
@@ -155,6 +175,24 @@ impl Kb {
             failures: self.search_vec(&q, &Filter::new().is_in("status", &["rejected", "error"]), k, false)?,
             lessons: self.search_lessons(&q, k)?,
         })
+    }
+
+    /// The judge's own retrieval: the stored attempts (accepted or not) whose code is
+    /// nearest to `code` by the code vector, nearest first, without `code` itself.
+    pub fn similar_attempts(&self, code: &str, k: usize) -> Result<Vec<Hit>, KbError> {
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let q = self.embedder().embed(&[code.to_string()])?.pop().unwrap_or_default();
+        let mut out = Vec::new();
+        for (s, d) in self.nearest(super::store::CODE, &q, &Filter::new(), k + 1, false)? {
+            let r = self.decode_doc(&d)?;
+            if r.code != code {
+                out.push(Hit { score: s as f64, relevance: s as f64, record: r });
+            }
+        }
+        out.truncate(k);
+        Ok(out)
     }
 
     /// Records that behave like `id` (behaviour vector; the code vector when the record has

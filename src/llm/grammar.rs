@@ -67,6 +67,32 @@ pub fn expression_gbnf_with(extra: &[String]) -> String {
     )
 }
 
+/// The expression writer's reply: `USES: ` with the labels of the shown records it built
+/// on (`cites`, or `none`), a line break, then the expression, in which `alpha:LABEL` may
+/// name exactly the accepted alphas it was shown (`alphas`): an id it was not shown cannot
+/// be sampled.
+pub fn writer_gbnf(extra: &[String], alphas: &[String], cites: &[String]) -> String {
+    let base = expression_gbnf_with(extra);
+    let body = base.strip_prefix("root ::= expr\n").unwrap_or(&base);
+    let one_of = |items: Vec<String>| items.iter().map(|s| quote(s)).collect::<Vec<_>>().join(" | ");
+    let mut g = String::from("root ::= \"USES: \" uses \"\\n\" expr\n");
+    if cites.is_empty() {
+        g.push_str("uses ::= \"none\"\n");
+    } else {
+        // At most as many labels as were shown (nested optionals): unbounded, a small model
+        // cited `A1, F1, A1, F1, …` until the token limit.
+        let more = (1..cites.len()).fold(String::new(), |inner, _| format!(" (\", \" label{inner})?"));
+        g.push_str(&format!("uses ::= \"none\" | label{more}\nlabel ::= {}\n", one_of(cites.to_vec())));
+    }
+    if alphas.is_empty() {
+        g.push_str(body);
+    } else {
+        g.push_str(&body.replace("atom ::= call | field | number", "atom ::= call | field | number | alpharef"));
+        g.push_str(&format!("alpharef ::= {}\n", one_of(alphas.iter().map(|a| format!("alpha:{a}")).collect())));
+    }
+    g
+}
+
 /// One sentence of prose: starts with a letter, ends with a full stop, no line breaks; a
 /// full stop followed by a digit (`0.005`) stays inside the sentence.
 const SENTENCE: &str = "sentence ::= [A-Za-z] ([^.\\n] | \".\" [0-9])* \".\"\n";
@@ -91,6 +117,21 @@ pub fn hypothesis_gbnf() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_writer_may_name_only_the_alphas_and_records_it_was_shown() {
+        let g = writer_gbnf(&[], &["A1".into(), "A2".into()], &["A1".into(), "A2".into(), "F1".into()]);
+        assert!(g.starts_with("root ::= \"USES: \" uses \"\\n\" expr\n"), "{g}");
+        assert!(g.contains("label ::= \"A1\" | \"A2\" | \"F1\"\n"), "{g}");
+        assert!(g.contains("uses ::= \"none\" | label (\", \" label (\", \" label)?)?\n"), "{g}");
+        assert!(g.contains("atom ::= call | field | number | alpharef |"), "{g}");
+        assert!(g.contains("alpharef ::= \"alpha:A1\" | \"alpha:A2\"\n"), "{g}");
+        assert_eq!(g.matches("alpha:").count(), 2, "{g}");
+        // Nothing shown: no alpha reference at all, and `USES: none` only.
+        let bare = writer_gbnf(&[], &[], &[]);
+        assert!(!bare.contains("alpharef") && !bare.contains("alpha:") && bare.contains("uses ::= \"none\"\n"), "{bare}");
+        assert_eq!(bare.lines().filter(|l| l.starts_with("root ::=")).count(), 1);
+    }
 
     #[test]
     fn extra_fields_join_the_field_rule() {

@@ -115,9 +115,32 @@ impl LanguageModel for NoModel {
     }
 }
 
-/// Where the default GGUF lives (assembled by `scripts/setup`).
-pub fn default_gguf() -> std::path::PathBuf {
+/// Qwen2.5-Coder 0.5B Instruct (assembled by `scripts/setup`): the tests' model, and
+/// mining's when the larger one is absent (`--model small`).
+pub fn small_gguf() -> std::path::PathBuf {
     crate::cache_dir().join("models/qwen2.5-coder-0.5b-instruct.gguf")
+}
+
+/// Qwen2.5-Coder 1.5B Instruct, Q4_K_M (assembled by `scripts/setup` unless
+/// `ALPHALOOP_SKIP_MEDIUM_LLM=1`): mining's default when present (`--model medium`).
+pub fn medium_gguf() -> std::path::PathBuf {
+    crate::cache_dir().join("models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+}
+
+/// The GGUF mining uses unless told: the 1.5B when it is present, else the 0.5B.
+pub fn default_gguf() -> std::path::PathBuf {
+    let m = medium_gguf();
+    if m.exists() { m } else { small_gguf() }
+}
+
+/// A `--model` argument: `small` and `medium` name the models `scripts/setup` fetches,
+/// anything else is a GGUF path; none is [`default_gguf`].
+pub fn model_path(arg: Option<&std::path::Path>) -> std::path::PathBuf {
+    match arg.and_then(|p| p.to_str()) {
+        Some("small") => small_gguf(),
+        Some("medium") => medium_gguf(),
+        _ => arg.map_or_else(default_gguf, std::path::Path::to_path_buf),
+    }
 }
 
 impl<M: LanguageModel + ?Sized> LanguageModel for &M {
@@ -135,5 +158,19 @@ impl<M: LanguageModel + ?Sized> LanguageModel for Box<M> {
     }
     fn name(&self) -> String {
         (**self).name()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    #[test]
+    fn model_names_and_paths() {
+        assert_eq!(super::model_path(Some(Path::new("small"))), super::small_gguf());
+        assert_eq!(super::model_path(Some(Path::new("medium"))), super::medium_gguf());
+        assert_eq!(super::model_path(Some(Path::new("/m/x.gguf"))), Path::new("/m/x.gguf"));
+        let default = super::model_path(None);
+        assert!(default == super::medium_gguf() || (default == super::small_gguf() && !super::medium_gguf().exists()));
     }
 }

@@ -15,9 +15,12 @@ pub fn sample() -> &'static MarketData {
     DATA.get_or_init(|| load(&shared("data/sp500_sample.parquet"), &LoadOptions::default()).expect("sample data loads"))
 }
 
-/// The alphaloop binary built for this test run.
+/// The alphaloop binary built for this test run, on the small local model (the tests'
+/// recorded replies are its; the larger default would only be slower).
 pub fn bin() -> std::process::Command {
-    std::process::Command::new(env!("CARGO_BIN_EXE_alphaloop"))
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_alphaloop"));
+    c.env("ALPHALOOP_MODEL", "small");
+    c
 }
 
 /// Splits that fit the sample (2015–2018): train 2015–16, valid 2017, test 2018.

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The inner loop before and after it became a search the LLM steers, and the two local
+# models: `mine --ideas 50` on the full shipped data from a KB of the 101 seeds.
+#
+#   before        the loop before the refiner, the judge's memory and the writer's labels
+#                 (commit 22b9eb6), Qwen2.5-Coder 0.5B
+#   after-small   this commit, Qwen2.5-Coder 0.5B (--model small): the loop's change alone
+#   after-medium  this commit, Qwen2.5-Coder 1.5B (--model medium, mining's default)
+#   after-no-kb   this commit, 0.5B, --no-kb: what the knowledge base brings
+#
+# A run with the local model is deterministic (each request's seed follows from the idea's
+# number and round), so arms differ by what they change and nothing else; one run per arm.
+# Every run uses one llama.cpp thread and runs beside exactly one other (two phases of
+# two), so seconds per idea compare across arms. Resumable: run it again and each arm
+# continues (--resume); a finished arm is skipped. Writes ARM.json (the run summaries)
+# and ARM.replies.jsonl (the recorded replies, for `mine --replay`); summarise.py reads them.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$here/../.."
+cd "$root"
+. scripts/env.sh
+work="$ALPHALOOP_CACHE/experiments/2026-12-06-inner-loop"
+mkdir -p "$work/bin"
+
+# The two binaries, copied out of the shared target directory so later builds leave them be.
+if [ ! -x "$work/bin/before" ]; then
+    rm -rf "$work/src-before"
+    git worktree add -f "$work/src-before" 22b9eb6 >/dev/null 2>&1 || git -C "$work/src-before" checkout -q 22b9eb6
+    (cd "$work/src-before" && cargo build --release -q --bin alphaloop)
+    cp "$CARGO_TARGET_DIR/release/alphaloop" "$work/bin/before"
+    touch src/main.rs
+fi
+if [ ! -x "$work/bin/after" ]; then
+    cargo build --release -q --bin alphaloop
+    cp "$CARGO_TARGET_DIR/release/alphaloop" "$work/bin/after"
+fi
+if [ ! -d "$work/seeds" ]; then
+    "$work/bin/after" kb --kb "$work/seeds.part" import alpha_kb/seeds/alpha101.toml >/dev/null
+    mv "$work/seeds.part" "$work/seeds"
+fi
+
+arm() { # name binary source-dir [mine args...]
+    local name="$1" bin="$2" src="$3"; shift 3
+    local runs="$work/runs" kb="$work/kb-$name"
+    if [ -f "$here/$name.json" ]; then return 0; fi
+    local resume=(--run-id "$name")
+    if [ -d "$runs/$name" ]; then resume=(--resume "$name"); else rm -rf "$kb"; cp -r "$work/seeds" "$kb"; fi
+    (cd "$src" && ALPHALOOP_RUNS="$runs" "$bin" mine --kb "$kb" --ideas 50 --llm-threads 1 --json "${resume[@]}" "$@" > "$work/$name.json.part")
+    mv "$work/$name.json.part" "$here/$name.json"
+    cp "$runs/$name/replies.jsonl" "$here/$name.replies.jsonl"
+    cp "$runs/$name/log.jsonl" "$here/$name.log.jsonl"
+}
+
+arm before "$work/bin/before" "$work/src-before" --model "$ALPHALOOP_CACHE/models/qwen2.5-coder-0.5b-instruct.gguf" &
+arm after-small "$work/bin/after" "$root" --model small &
+wait
+arm after-medium "$work/bin/after" "$root" --model medium &
+arm after-no-kb "$work/bin/after" "$root" --model small --no-kb &
+wait
+python3 "$here/summarise.py" "$here" | tee "$here/results.md"
