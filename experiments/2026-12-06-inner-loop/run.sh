@@ -4,7 +4,8 @@
 #
 #   before        the loop before the refiner, the judge's memory and the writer's labels
 #                 (commit 22b9eb6), Qwen2.5-Coder 0.5B
-#   after-small   this commit, Qwen2.5-Coder 0.5B (--model small): the loop's change alone
+#   after-small   the commit this was first run from, Qwen2.5-Coder 0.5B (--model small):
+#                 the loop's change alone
 #   after-medium  this commit, Qwen2.5-Coder 1.5B (--model medium, mining's default)
 #   after-no-kb   this commit, 0.5B, --no-kb: what the knowledge base brings
 #
@@ -22,18 +23,23 @@ cd "$root"
 work="$ALPHALOOP_CACHE/experiments/2026-12-06-inner-loop"
 mkdir -p "$work/bin"
 
-# The two binaries, copied out of the shared target directory so later builds leave them be.
-if [ ! -x "$work/bin/before" ]; then
-    rm -rf "$work/src-before"
-    git worktree add -f "$work/src-before" 22b9eb6 >/dev/null 2>&1 || git -C "$work/src-before" checkout -q 22b9eb6
-    (cd "$work/src-before" && cargo build --release -q --bin alphaloop)
-    cp "$CARGO_TARGET_DIR/release/alphaloop" "$work/bin/before"
-    touch src/main.rs
-fi
-if [ ! -x "$work/bin/after" ]; then
-    cargo build --release -q --bin alphaloop
-    cp "$CARGO_TARGET_DIR/release/alphaloop" "$work/bin/after"
-fi
+# Each arm's code is a worktree of its commit (templates are read at run time, so the
+# working copy's later edits must not reach a resumed arm), built in the shared target
+# directory and copied out of it so later builds leave the binary be. The commit of
+# "after" is the one this script was first run from.
+[ -f "$work/after.commit" ] || git rev-parse HEAD > "$work/after.commit"
+build() { # name commit
+    [ -x "$work/bin/$1" ] && return 0
+    rm -rf "$work/src-$1"
+    git worktree prune
+    git worktree add -f --detach "$work/src-$1" "$2" >/dev/null
+    (cd "$work/src-$1" && cargo build --release -q --bin alphaloop)
+    cp "$CARGO_TARGET_DIR/release/alphaloop" "$work/bin/$1"
+}
+build before 22b9eb6
+build after "$(cat "$work/after.commit")"
+touch src/main.rs
+export ALPHALOOP_DATA="$(realpath ../shared/data/sp500_daily.parquet)"
 if [ ! -d "$work/seeds" ]; then
     "$work/bin/after" kb --kb "$work/seeds.part" import alpha_kb/seeds/alpha101.toml >/dev/null
     mv "$work/seeds.part" "$work/seeds"
@@ -52,9 +58,9 @@ arm() { # name binary source-dir [mine args...]
 }
 
 arm before "$work/bin/before" "$work/src-before" --model "$ALPHALOOP_CACHE/models/qwen2.5-coder-0.5b-instruct.gguf" &
-arm after-small "$work/bin/after" "$root" --model small &
+arm after-small "$work/bin/after" "$work/src-after" --model small &
 wait
-arm after-medium "$work/bin/after" "$root" --model medium &
-arm after-no-kb "$work/bin/after" "$root" --model small --no-kb &
+arm after-medium "$work/bin/after" "$work/src-after" --model medium &
+arm after-no-kb "$work/bin/after" "$work/src-after" --model small --no-kb &
 wait
 python3 "$here/summarise.py" "$here" | tee "$here/results.md"
