@@ -282,6 +282,40 @@ fn the_gp_writer_needs_no_model() {
     assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5_000, "{} bytes", bytes.len());
 }
 
+/// What a run's figures stand on, and how its combination grew: from a KB of seeds, the
+/// summary gives the combination's valid Rank IC at the start and after each generation,
+/// the data, splits and periods seen, and the t a valid result must clear for the
+/// candidates tried; `runs show` prints them.
+#[test]
+fn a_run_states_its_protocol_and_how_its_combination_grew() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = config(dir.path(), &common::shared("data/sp500_sample.parquet"));
+    let runs = dir.path().join("runs");
+    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml");
+    let out = common::bin().arg("--config").arg(&cfg).args(["kb", "import"]).arg(&seeds).output().expect("import");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = mine(&cfg, &runs, &["--writer", "gp", "--ideas", "4", "--generation-size", "2", "--run-id", "p", "--json"]).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let c = &v["combination"];
+    let start = c["start"].as_f64().expect("the seeds' combination at the start");
+    assert!(start.is_finite() && c["now"].as_f64().is_some(), "{c}");
+    let gens = c["by_generation"].as_array().expect("steps");
+    assert_eq!(gens.iter().map(|g| (g["at"].as_u64(), g["ideas"].as_u64())).collect::<Vec<_>>(), [(Some(0), Some(2)), (Some(1), Some(4))], "{c}");
+    assert_eq!(c["by_hour"][0]["ideas"], 4);
+    let p = &v["protocol"];
+    assert_eq!(p["periods_seen"], serde_json::json!(["train", "valid"]));
+    assert_eq!((p["splits"]["test"][0].as_str(), p["horizon"].as_u64(), p["cost_bps"].as_f64()), (Some("2018-01-01"), Some(1), Some(5.0)), "{p}");
+    assert!(p["data"].as_str().is_some_and(|d| d.ends_with("sp500_sample.parquet")) && p["fingerprint"].as_str().is_some_and(|f| !f.is_empty()), "{p}");
+    let m = &v["multiple_testing"];
+    assert_eq!(m["candidates_on_valid"], v["attempts"]);
+    assert!(m["bonferroni_t_5pct"].as_f64().is_some_and(|t| t > 2.0), "{m}");
+    let out = common::bin().env("ALPHALOOP_RUNS", &runs).args(["runs", "show", "p"]).output().expect("runs show");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("protocol: ") && text.contains("(test 2018-01-01–2018-12-31 never loaded)") && text.contains("the accepted set's combination: valid Rank IC"), "{text}");
+    assert!(text.contains("by generation"), "{text}");
+}
+
 /// Ctrl-C: the run stops taking ideas, finishes the one in flight, and ends normally with
 /// its summary ("interrupted"); every idea in the log is in the KB, and it can be resumed.
 #[test]

@@ -62,15 +62,24 @@ impl LanguageModel for Scripted {
 
 const SET: [&str; 3] = ["alpha101_012", "alpha101_033", "alpha101_101"];
 
-fn mine(kb: &Kb, writer: &str) -> (alphaloop::agent::Outcome, Vec<(String, String)>, String) {
-    let llm = Scripted { writer: writer.into(), prompts: Mutex::new(Vec::new()) };
+fn miner<'a>(kb: &'a Kb, llm: &'a Scripted) -> Miner<'a> {
     let spec = kb.meta().behaviour.clone().expect("a behaviour sample");
     let templates = Templates::load(&Templates::default_dir()).expect("templates");
     // Stand-alone bars at zero and no refiner: the scripted formula is the one judged.
     let cfg = MineConfig { rounds: 1, refine_budget: 0, accept: Accept::Standalone, min_train_rank_ic: 0.0, min_valid_rank_ic: 0.0, ..MineConfig::default() };
-    let m = Miner::new(&llm, kb, view(), spec, cfg, templates, "w".into(), false).expect("miner");
-    let idea = Idea { id: "i".into(), family: "reversal".into(), hypothesis: "Stocks whose price fell while volume rose rebound over the next days.".into() };
+    Miner::new(llm, kb, view(), spec, cfg, templates, "w".into(), false).expect("miner")
+}
+
+fn scripted(writer: &str) -> Scripted {
+    Scripted { writer: writer.into(), prompts: Mutex::new(Vec::new()) }
+}
+
+fn mine(kb: &Kb, writer: &str) -> (alphaloop::agent::Outcome, Vec<(String, String)>, String) {
+    let llm = scripted(writer);
+    let m = miner(kb, &llm);
+    let idea = Idea { id: "i".into(), family: "reversal".into(), hypothesis: "Stocks whose price fell while volume rose rebound over the next days.".into(), parents: Vec::new() };
     let out = m.mine_idea(&idea, 0, 1).expect("mined");
+    drop(m);
     let prompts = llm.prompts.into_inner().expect("lock");
     // The id the writer saw as A1.
     let writer = &prompts.iter().find(|p| p.0.contains("writes formulaic")).expect("a writer prompt").1;
@@ -118,4 +127,37 @@ fn a_cited_record_loses_importance_when_the_alpha_is_refused() {
     assert!(out.reason.starts_with(&format!("too correlated with accepted alpha {id}")), "{}", out.reason);
     let imp = kb.get(&id).expect("get").expect("stored").importance.expect("set");
     assert!(imp < 0.5, "{imp}");
+}
+
+/// The outer loop's actions: refine an accepted alpha on its weakest point, or combine two;
+/// the alphas are drawn from the accepted set (the same draw for the same idea number),
+/// shown in the idea the writer gets, and kept as the record's parents.
+#[test]
+fn actions_start_from_accepted_alphas_and_keep_them_in_lineage() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let kb = kb_with(dir.path(), &SET[..1]);
+    let llm = scripted("USES: none\nrank(ts_mean(returns, 5))");
+    let m = miner(&kb, &llm);
+    let seed = kb.get(SET[0]).expect("get").expect("stored");
+    assert!(m.can("refine").expect("kb") && !m.can("combine").expect("kb"), "one accepted alpha: refine only");
+    assert!(m.action_idea("combine", 3).expect("kb").is_none());
+    let refine = m.action_idea("refine", 3).expect("kb").expect("an idea");
+    assert_eq!((refine.family.as_str(), refine.parents.clone()), ("refine", vec![seed.id.clone()]));
+    assert!(refine.hypothesis.contains(&seed.code) && refine.hypothesis.contains("weakest point"), "{}", refine.hypothesis);
+    let out = m.mine_idea(&refine, 0, 3).expect("mined");
+    let rec = kb.get(&out.record_id).expect("get").expect("stored");
+    assert_eq!(rec.parents, [seed.id.clone()]);
+    assert_eq!(rec.family, "refine");
+    drop(m);
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let kb = kb_with(dir.path(), &SET);
+    let m = miner(&kb, &llm);
+    let combine = m.action_idea("combine", 5).expect("kb").expect("an idea");
+    assert_eq!(combine.parents.len(), 2);
+    assert_ne!(combine.parents[0], combine.parents[1]);
+    for p in &combine.parents {
+        assert!(combine.hypothesis.contains(&kb.get(p).expect("get").expect("stored").code), "{}", combine.hypothesis);
+    }
+    assert_eq!(m.action_idea("combine", 5).expect("kb"), Some(combine), "the same draw for the same idea number");
 }

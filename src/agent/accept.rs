@@ -128,6 +128,12 @@ impl Combiner {
         set
     }
 
+    /// The valid Rank IC of `members`' combination (NaN for an empty set), kept with the
+    /// set as for [`gain`](Self::gain): asking again after a rejection costs nothing.
+    pub fn rank_ic(&self, view: &MiningView, store: &RankStore, members: &[Member]) -> f64 {
+        self.set(view, store, members).1.as_ref().map_or(f64::NAN, |(m, _)| m.rank_ic)
+    }
+
     /// The valid metrics of `members`' combination (default metrics for an empty set).
     pub fn metrics(&self, view: &MiningView, store: &RankStore, members: &[Member]) -> Metrics {
         if members.is_empty() {

@@ -11,6 +11,9 @@ pub struct Idea {
     pub family: String,
     /// The idea written as a testable hypothesis.
     pub hypothesis: String,
+    /// The accepted alphas an action's idea starts from (refine one, combine two).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parents: Vec<String>,
 }
 
 /// Cosine similarity (of the KB's text embeddings) above which a generated hypothesis counts
@@ -46,14 +49,23 @@ pub fn load(path: &Path) -> Result<Vec<Idea>, String> {
     Ok(f.idea)
 }
 
-/// UCB1 over families: reward 1 for an accepted alpha, 0 otherwise. Families never tried
-/// come first (in library order); within a family, ideas are taken in turn.
+/// UCB1 over the idea families and the actions ([`super::evolve::ACTIONS`]), each rewarded
+/// by what its ideas added to the accepted set's combination ([`super::evolve::reward`]).
+/// Arms never tried come first (the families in library order, then the actions, each when
+/// it has what it needs); within a family, ideas are taken in turn.
 #[derive(Clone)]
 pub struct Bandit {
     families: Vec<String>,
     by_family: BTreeMap<String, Vec<Idea>>,
     next: BTreeMap<String, usize>,
     plays: BTreeMap<String, (f64, f64)>,
+}
+
+/// What the bandit chose: an idea of a family, or an action (its idea made by the miner).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arm {
+    Idea(Idea),
+    Action(String),
 }
 
 impl Bandit {
@@ -102,26 +114,38 @@ impl Bandit {
         self.by_family.get(family).map(Vec::as_slice).unwrap_or(&[])
     }
 
-    /// The next idea to mine.
+    /// The next idea to mine, from the families only.
     pub fn pick(&mut self) -> Option<Idea> {
+        match self.pick_arm(|_| false)? {
+            Arm::Idea(i) => Some(i),
+            Arm::Action(_) => None,
+        }
+    }
+
+    /// The next arm: an idea of a family, or an action that `available` allows.
+    pub fn pick_arm(&mut self, available: impl Fn(&str) -> bool) -> Option<Arm> {
         let total: f64 = self.plays.values().map(|p| p.0).sum::<f64>().max(1.0);
-        let util = |f: &String| match self.plays.get(f) {
+        let util = |f: &str| match self.plays.get(f) {
             None => f64::INFINITY,
             Some((n, r)) => r / n + (2.0 * total.ln() / n).sqrt(),
         };
-        // Highest utility; ties go to the family listed first.
-        let mut fam: Option<&String> = None;
-        for f in &self.families {
-            if fam.is_none_or(|b| util(f) > util(b)) {
-                fam = Some(f);
+        // Highest utility; ties go to the arm listed first.
+        let actions = super::evolve::ACTIONS.iter().copied().filter(|a| available(a));
+        let mut arm: Option<&str> = None;
+        for f in self.families.iter().map(String::as_str).chain(actions) {
+            if arm.is_none_or(|b| util(f) > util(b)) {
+                arm = Some(f);
             }
         }
-        let fam = fam?.clone();
-        let list = self.by_family.get(&fam)?;
-        let k = self.next.entry(fam.clone()).or_insert(0);
+        let arm = arm?.to_string();
+        if super::evolve::ACTIONS.contains(&arm.as_str()) {
+            return Some(Arm::Action(arm));
+        }
+        let list = self.by_family.get(&arm)?;
+        let k = self.next.entry(arm.clone()).or_insert(0);
         let idea = list[*k % list.len()].clone();
         *k += 1;
-        Some(idea)
+        Some(Arm::Idea(idea))
     }
 }
 
@@ -195,7 +219,7 @@ impl Miner<'_> {
                 tracing::info!(family = %family, similarity = closest, "generated idea repeats an existing hypothesis: {h}");
                 continue;
             }
-            return Ok((Some(Idea { id: format!("{}-idea{seq:04}", self.run_id), family: family.clone(), hypothesis: h }), tokens));
+            return Ok((Some(Idea { id: format!("{}-idea{seq:04}", self.run_id), family: family.clone(), hypothesis: h, parents: Vec::new() }), tokens));
         }
         Ok((None, tokens))
     }
@@ -219,7 +243,7 @@ mod tests {
     fn bandit_tries_every_family_then_favours_rewarded_ones() {
         let ideas: Vec<Idea> = ["a", "b", "c"]
             .iter()
-            .flat_map(|f| (0..3).map(move |i| Idea { id: format!("{f}{i}"), family: f.to_string(), hypothesis: format!("{f} {i}") }))
+            .flat_map(|f| (0..3).map(move |i| Idea { id: format!("{f}{i}"), family: f.to_string(), hypothesis: format!("{f} {i}"), parents: Vec::new() }))
             .collect();
         let mut b = Bandit::new(&ideas);
         let first: Vec<String> = (0..3)
@@ -238,8 +262,31 @@ mod tests {
         assert_eq!(b.pick().expect("idea").family, "b");
     }
 
+    #[test]
+    fn actions_join_when_they_can_and_compete_by_reward() {
+        let ideas: Vec<Idea> = ["a", "b"].iter().map(|f| idea(&format!("{f}0"), f)).collect();
+        let mut b = Bandit::new(&ideas);
+        let arm = |b: &mut Bandit, can: bool| match b.pick_arm(|a| can && a == crate::agent::evolve::REFINE).expect("an arm") {
+            Arm::Idea(i) => i.family,
+            Arm::Action(a) => a,
+        };
+        assert_eq!(arm(&mut b, true), "a");
+        b.update("a", 0.0);
+        // Refine cannot run yet (no accepted alpha): the families go on.
+        assert_eq!(arm(&mut b, false), "b");
+        b.update("b", 0.0);
+        assert_eq!(arm(&mut b, true), "refine", "an untried action once it can run");
+        for _ in 0..20 {
+            b.update("refine", 0.8);
+            b.update("a", 0.0);
+            b.update("b", 0.1);
+        }
+        assert_eq!(arm(&mut b, true), "refine");
+        assert_eq!(arm(&mut b, false), "b", "the best family when the action cannot run");
+    }
+
     fn idea(id: &str, family: &str) -> Idea {
-        Idea { id: id.into(), family: family.into(), hypothesis: format!("hypothesis {id}") }
+        Idea { id: id.into(), family: family.into(), hypothesis: format!("hypothesis {id}"), parents: Vec::new() }
     }
 
     #[test]

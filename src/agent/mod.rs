@@ -14,12 +14,15 @@
 //! Prompts come from `templates/` and never carry calendar dates or tickers.
 //!
 //! Where each part lives: the writer/judge rounds and the final decision here
-//! ([`Miner::mine_idea`], [`Miner::finish`]); the refiner in [`refine`] over the moves of
-//! [`variants`], scored by [`search`]; the acceptance rule's combination in [`accept`]
-//! (re-applied to a KB by [`recheck`]); the GP writer in [`gp`]; ideas, the bandit, new
-//! ideas and generation summaries in [`ideas`].
+//! ([`Miner::mine_idea`], [`Miner::finish`]); what the writer is shown and how its reply is
+//! read in [`writer`]; the judge's prompt, memory and named weakness in [`judge`]; the
+//! refiner in [`refine`] over the moves of [`variants`], scored by [`search`]; the
+//! acceptance rule's combination in [`accept`] (re-applied to a KB by [`recheck`]); the GP
+//! writer in [`gp`]; ideas, the bandit, new ideas and generation summaries in [`ideas`];
+//! the outer loop's actions (refine an elite, combine two) in [`evolve`].
 
 pub mod accept;
+pub mod evolve;
 pub mod gp;
 pub mod ideas;
 pub mod judge;
@@ -263,6 +266,16 @@ pub struct Outcome {
     #[serde(default)]
     pub cost_usd: f64,
     pub timings: Timings,
+    /// The valid Rank IC of the accepted set's combination once this idea was decided
+    /// (absent in logs written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub combination: Option<f64>,
+    /// Seconds of mining in the run (every session) when it was decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_seconds: Option<f64>,
+    /// The generation its idea belonged to (absent in logs written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u32>,
 }
 
 /// Prompt templates (minijinja) loaded from `templates/`.
@@ -277,7 +290,7 @@ impl Templates {
         // string in a prompt (the judge once read "Rank IC below , the acceptance bar").
         // `{% if x %}` on a missing one stays allowed.
         env.set_undefined_behavior(minijinja::UndefinedBehavior::SemiStrict);
-        for name in ["writer_system.md", "writer_user.md", "judge_system.md", "judge_user.md", "lesson.md", "generation_summary.md", "new_idea.md", "writer_python_system.md", "reflect_system.md", "idea_system.md"] {
+        for name in ["writer_system.md", "writer_user.md", "judge_system.md", "judge_user.md", "lesson.md", "generation_summary.md", "new_idea.md", "writer_python_system.md", "reflect_system.md", "idea_system.md", "refine_elite.md", "combine_two.md"] {
             let p = dir.join(name);
             let text = std::fs::read_to_string(&p).map_err(|e| AgentError::Template { name: p.display().to_string(), msg: e.to_string() })?;
             env.add_template_owned(name.to_string(), text)
@@ -698,6 +711,12 @@ impl<'a> Miner<'a> {
             .collect())
     }
 
+    /// The valid Rank IC of the accepted set's combination (NaN while it is empty).
+    pub fn combination_rank_ic(&self) -> Result<f64, AgentError> {
+        let members: Vec<accept::Member> = self.members("")?.into_iter().map(|(_, m)| m).collect();
+        Ok(self.combiner.rank_ic(self.view, self.rank_store(), &members))
+    }
+
     /// What `cand` adds to the accepted set's combination on valid, and the reason to
     /// reject it if that is too little.
     fn judge_gain(&self, id: &str, cand: &Candidate) -> Result<(crate::kb::Gain, Option<String>), AgentError> {
@@ -776,6 +795,12 @@ impl<'a> Miner<'a> {
         let rounds = if self.cfg.no_inner_loop { 1 } else { self.cfg.rounds.max(1) };
         // What the writer has seen or written for this idea, so that a copy gets a fresh try.
         let mut known: std::collections::HashSet<String> = ctx.successes.iter().chain(&ctx.failures).map(|h| canonical(&h.record.code, self.cfg.python)).collect();
+        // An action's alphas are in its idea: a copy of one is known too.
+        for p in &idea.parents {
+            if let Some(r) = self.kb.get(p)? {
+                known.insert(canonical(&r.code, self.cfg.python));
+            }
+        }
         let mut reviews = Vec::new();
         let mut best: Option<Candidate> = None;
         let mut last: Option<(String, f64, String)> = None;
@@ -957,7 +982,7 @@ impl<'a> Miner<'a> {
         rec.idea = idea.hypothesis.clone();
         rec.hypothesis = idea.hypothesis.clone();
         rec.family = idea.family.clone();
-        rec.parents = lineage(&best, parents);
+        rec.parents = lineage(&best, idea, parents);
         rec.generation = generation;
         rec.metrics = best.metrics.clone();
         rec.reviews = reviews;
@@ -1005,17 +1030,20 @@ impl<'a> Miner<'a> {
             completion_tokens: tokens.1,
             cost_usd: rec.cost_usd,
             timings: t,
+            combination: Some(self.combination_rank_ic()?).filter(|v| v.is_finite()),
+            at_seconds: None,
+            generation: Some(generation),
         })
     }
 }
 
-/// A record's parents: the alphas its code names (`alpha:ID`) and the records its writer
-/// cited, each once; `shown`, what the writer was shown, when it names and cites none (the
-/// Python writer cites nothing).
-fn lineage(best: &Candidate, shown: Vec<String>) -> Vec<String> {
+/// A record's parents: the alphas its idea started from (an action's), those its code
+/// names (`alpha:ID`) and the records its writer cited, each once; `shown`, what the writer
+/// was shown, when there are none (the Python writer cites nothing).
+fn lineage(best: &Candidate, idea: &Idea, shown: Vec<String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let refs = crate::expr::parse(&best.code).map(|e| e.alpha_refs().into_iter().map(str::to_string).collect::<Vec<_>>()).unwrap_or_default();
-    for id in refs.into_iter().chain(best.uses.iter().cloned()) {
+    for id in idea.parents.iter().cloned().chain(refs).chain(best.uses.iter().cloned()) {
         if !out.contains(&id) {
             out.push(id);
         }

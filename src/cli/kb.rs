@@ -712,6 +712,9 @@ fn show(r: &AlphaRecord) {
     if let Some(c) = &r.contribution {
         println!("contribution {} Rank IC a day on valid, t {:.2}: what the {} of {} others loses without it", num(c.mean), c.t, c.combiner, c.set_size);
     }
+    if let Some(i) = r.importance {
+        println!("importance  {i:.3} (0.5 neutral): what citing it has been worth to the writers that did");
+    }
     if let Some(l) = &r.lookahead {
         println!("look-ahead  {l}");
     }

@@ -3,7 +3,8 @@
 use super::table::{num, render, short};
 use super::config::MineSettings;
 use super::{load_data, Config, DataArgs};
-use crate::agent::{ideas, MineConfig, Miner, Outcome, Templates};
+use super::growth;
+use crate::agent::{evolve, ideas, MineConfig, Miner, Outcome, Templates};
 use crate::backtest::MiningView;
 use crate::llm::cache::{CachedModel, Mode};
 use crate::llm::local::LocalModel;
@@ -205,11 +206,33 @@ struct RunPlan {
     /// Wall time spent mining, over every session, as of the last idea finished.
     #[serde(default)]
     spent_seconds: f64,
+    /// The accepted set's combination's valid Rank IC when the run started (runs of
+    /// earlier versions kept none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    start_combination: Option<f64>,
+    /// What the run's figures stand on (runs of earlier versions kept none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    protocol: Option<Protocol>,
     /// The config's `[mine]` settings, defaults filled in (runs of earlier versions have
     /// none recorded: they mined with the defaults, without the units check; [`RunPlan::read`]
     /// fills them in).
     #[serde(default)]
     mine: MineSettings,
+}
+
+/// The data, periods, label and costs a run's figures stand on, as a claim about it must
+/// state them.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug)]
+struct Protocol {
+    /// The data file and a hash of its contents (`MarketData::fingerprint`).
+    data: String,
+    fingerprint: String,
+    splits: crate::data::Splits,
+    /// The periods mining computed anything on (the data is cut at the end of valid).
+    periods_seen: Vec<String>,
+    horizon: usize,
+    gap: usize,
+    cost_bps: f64,
 }
 
 impl MineSettings {
@@ -238,6 +261,8 @@ impl RunPlan {
             no_kb: args.no_kb,
             model: (args.llm() == "local" && args.writer() != "gp" && args.replay.is_none()).then(|| crate::llm::model_path(args.model.as_deref())),
             spent_seconds: 0.0,
+            start_combination: None,
+            protocol: None,
             mine: cfg.mine.resolved(),
         }
     }
@@ -379,6 +404,18 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
     let mcfg = cfg.metrics();
     // Everything after the end of valid is dropped here: mining never sees the test period.
     let view = MiningView::new(&data, &splits, mcfg)?;
+    if plan.protocol.is_none() && done.is_empty() {
+        let c = view.train.config();
+        plan.protocol = Some(Protocol {
+            data: data.source.display().to_string(),
+            fingerprint: data.fingerprint(),
+            splits: splits.clone(),
+            periods_seen: vec!["train".into(), "valid".into()],
+            horizon: c.horizon,
+            gap: c.gap,
+            cost_bps: c.cost_bps,
+        });
+    }
     for f in &cfg.writer_fields {
         if !data.fields.contains_key(f) {
             bail!("writer_fields in the config: '{f}' is not a field of {} (its fields: {})", data.source.display(), data.fields.keys().cloned().collect::<Vec<_>>().join(", "));
@@ -417,6 +454,10 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
     let summaries_path = run_dir.join("summaries.jsonl");
     let miner = Miner::new(llm.as_ref(), &kb, &view, sample, mcfg.clone(), templates, run_id.clone(), constrained)?;
     unstarted.0 = None;
+    if done.is_empty() && plan.start_combination.is_none() {
+        plan.start_combination = Some(miner.combination_rank_ic()?).filter(|v| v.is_finite());
+        plan.write(&run_dir)?;
+    }
 
     let mut bandit = ideas::Bandit::new(&library);
     // Ideas the LLM generated earlier in this run (a resumed run keeps them).
@@ -427,10 +468,10 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
             bandit.add(idea);
         }
     }
-    for o in &done {
-        bandit.update(&o.family, if o.status == "accepted" { 1.0 } else { 0.0 });
-        bandit.skip(&o.family);
-    }
+    evolve::replay(&mut bandit, &done, plan.start_combination);
+    // Actions start from accepted alphas' code, read from the KB: not for the GP and
+    // Python writers, nor without the KB.
+    let actions = !gp && !python && !args.no_kb;
     let pop = if gp { miner.gp_population()? } else { Default::default() };
     let rng = crate::agent::gp::Rng::new(args.seed ^ done.len() as u64);
     let target = ideas.unwrap_or(if hours.is_some() { usize::MAX } else { 5 });
@@ -495,13 +536,27 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
                         st.stop = why;
                         return;
                     }
-                    let Some(idea) = st.bandit.pick() else {
+                    let can = |a: &str| actions && miner.can(a).unwrap_or(false);
+                    let seq = st.next_seq;
+                    let idea = match st.bandit.pick_arm(can) {
+                        Some(ideas::Arm::Action(a)) => match miner.action_idea(&a, seq) {
+                            Ok(Some(i)) => Some(i),
+                            Ok(None) => st.bandit.pick(),
+                            Err(e) => {
+                                tracing::warn!("the {a} action could not start: {e}");
+                                st.bandit.pick()
+                            }
+                        },
+                        Some(ideas::Arm::Idea(i)) => Some(i),
+                        None => None,
+                    };
+                    let Some(idea) = idea else {
                         st.stop = Some("no ideas left");
                         return;
                     };
                     st.started += 1;
                     st.next_seq += 1;
-                    (idea, st.next_seq - 1, ((st.next_seq - 1) / mcfg.generation_size) as u32)
+                    (idea, seq, (seq / mcfg.generation_size) as u32)
                 };
                 let o = if gp {
                     let mut st = lock();
@@ -519,7 +574,7 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
         }
         drop(tx);
         for o in rx {
-            let o = match o {
+            let mut o = match o {
                 Ok(o) => o,
                 Err(e) => {
                     let mut st = lock();
@@ -532,14 +587,16 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
             };
             let step = (|| -> Result<()> {
                 {
+                    let reward = evolve::reward(Some(growth::current(&outcomes, plan.start_combination)), o.combination);
                     let mut st = lock();
-                    st.bandit.update(&o.family, if o.status == "accepted" { 1.0 } else { 0.0 });
+                    st.bandit.update(&o.family, reward);
                     st.used_tokens += o.prompt_tokens + o.completion_tokens;
                     st.spent_usd += o.cost_usd;
                 }
+                plan.spent_seconds = spent_before + t0.elapsed().as_secs_f64();
+                o.at_seconds = Some(plan.spent_seconds);
                 writeln!(log, "{}", serde_json::to_string(&o)?)?;
                 log.flush()?;
-                plan.spent_seconds = spent_before + t0.elapsed().as_secs_f64();
                 plan.write(&run_dir)?;
                 outcomes.push(o);
                 let g = mcfg.generation_size.max(1);
@@ -561,9 +618,11 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
                     }
                 }
                 let acc = outcomes.iter().filter(|o| o.status == "accepted").count();
-                let best = outcomes.iter().filter(|o| o.status == "accepted").filter_map(|o| o.valid_rank_ic).fold(f64::NAN, f64::max);
+                let attempts: usize = outcomes.iter().map(|o| o.attempts.unwrap_or(usize::from(o.valid_rank_ic.is_some()))).sum();
+                let now = growth::current(&outcomes, plan.start_combination);
+                let grew = now - plan.start_combination.unwrap_or(f64::NAN);
                 let st = lock();
-                pb.set_message(format!("accepted {acc}, best valid Rank IC {best:.4}, {} tokens, ${:.2}", st.used_tokens, st.spent_usd));
+                pb.set_message(format!("accepted {acc}, combination valid Rank IC {now:.4} ({grew:+.4}), {attempts} tried on valid, {} tokens, ${:.2}", st.used_tokens, st.spent_usd));
                 pb.inc(1);
                 Ok(())
             })();
@@ -614,12 +673,18 @@ fn summary(s: RunSummary<'_>, json: bool) -> Result<()> {
     // Logs written before evaluations were counted: one per round.
     let evaluations: usize = all.iter().map(|o| o.evaluations.unwrap_or(o.rounds as usize)).sum();
     let per_second = evaluations as f64 / t[2].max(1e-9);
+    let start = plan.and_then(|p| p.start_combination);
+    let (hours, generations) = (growth::by_hour(all, start), growth::by_generation(all, start));
     if json {
         println!(
             "{}",
             serde_json::json!({
                 "run_id": run_id, "stopped": why, "ideas": all.len(), "new_ideas": new, "accepted": acc, "attempts": attempts, "evaluations": evaluations, "evaluations_per_second": per_second, "tokens": tokens,
-                "seconds": secs, "time_split": {"writer": t[0], "judge": t[1], "eval": t[2], "kb": t[3]}, "plan": plan, "outcomes": all,
+                "seconds": secs, "time_split": {"writer": t[0], "judge": t[1], "eval": t[2], "kb": t[3]},
+                "combination": {"start": start, "now": growth::current(all, start), "by_hour": hours, "by_generation": generations},
+                "protocol": plan.and_then(|p| p.protocol.as_ref()),
+                "multiple_testing": {"candidates_on_valid": attempts, "bonferroni_t_5pct": crate::backtest::stats::bonferroni_t(0.05, attempts.max(1))},
+                "plan": plan, "outcomes": all,
             })
         );
         return Ok(());
@@ -642,6 +707,41 @@ fn summary(s: RunSummary<'_>, json: bool) -> Result<()> {
         100.0 * t[2] / total,
         100.0 * t[3] / total
     );
+    let now = growth::current(all, start);
+    if now.is_finite() {
+        println!("the accepted set's combination: valid Rank IC {} at the start, {} now", num(start.unwrap_or(f64::NAN)), num(now));
+        let table = |steps: &[growth::Step], what: &str| {
+            let rows: Vec<Vec<String>> = steps
+                .iter()
+                .map(|s| vec![s.at.to_string(), s.ideas.to_string(), s.accepted.to_string(), s.attempts.to_string(), num(s.combination), s.tokens.to_string(), format!("{:.2}", s.cost_usd)])
+                .collect();
+            println!("{}", render(&[what, "ideas", "accepted", "tried on valid", "combination valid rank_ic", "tokens", "cost usd"], &rows));
+        };
+        if hours.len() > 1 {
+            table(&hours, "by hour");
+        }
+        if generations.len() > 1 {
+            table(&generations, "by generation");
+        }
+    }
+    if let Some(p) = plan.and_then(|p| p.protocol.as_ref()) {
+        let s = &p.splits;
+        println!(
+            "protocol: {} ({}); train {}–{}, valid {}–{} (test {}–{} never loaded); label {} day(s) after a gap of {}, costs {} bps; {attempts} candidates tried on valid, so a valid t must exceed {:.2} to stand out (Bonferroni, 5 %)",
+            p.data,
+            p.fingerprint,
+            s.train.0,
+            s.train.1,
+            s.valid.0,
+            s.valid.1,
+            s.test.0,
+            s.test.1,
+            p.horizon,
+            p.gap,
+            p.cost_bps,
+            crate::backtest::stats::bonferroni_t(0.05, attempts.max(1))
+        );
+    }
     if let Some(p) = plan {
         let mine = serde_json::to_value(&p.mine).unwrap_or_default();
         let mine = mine.as_object().map(|m| m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")).unwrap_or_default();

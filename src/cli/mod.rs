@@ -4,6 +4,7 @@ mod batch;
 mod config;
 mod data_cmd;
 mod eval;
+mod growth;
 mod kb;
 mod mine;
 mod train;
