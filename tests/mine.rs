@@ -316,6 +316,59 @@ fn a_run_states_its_protocol_and_how_its_combination_grew() {
     assert!(text.contains("by generation"), "{text}");
 }
 
+/// The outer loop's actions with the real local model: with one family in the library and
+/// a KB of seeds, the bandit tries the family, then *refine an elite*, then *combine two*
+/// (each untried arm once it can run); the combined child keeps both parents in its
+/// lineage; and a run stopped after two ideas and resumed chooses as the uninterrupted
+/// one (the bandit's state comes back from the log), with the combination's score in its
+/// summary.
+#[test]
+fn actions_are_chosen_and_a_resumed_run_chooses_as_an_uninterrupted_one() {
+    let _model = one_model_at_a_time();
+    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml");
+    let setup = |dir: &Path| {
+        let cfg = config(dir, &common::shared("data/sp500_sample.parquet"));
+        let text = std::fs::read_to_string(&cfg).expect("config");
+        std::fs::write(&cfg, format!("{text}\n[mine]\nrefine_budget = 0\n")).expect("config");
+        let out = common::bin().arg("--config").arg(&cfg).args(["kb", "import"]).arg(&seeds).output().expect("import");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let ideas = dir.join("ideas.toml");
+        std::fs::write(&ideas, "[[idea]]\nid = \"m1\"\nfamily = \"momentum\"\nhypothesis = \"Stocks with the highest 20-day return keep outperforming over the next days.\"\n").expect("ideas");
+        (cfg, ideas)
+    };
+    let families = |v: &serde_json::Value| v["outcomes"].as_array().expect("outcomes").iter().map(|o| o["family"].as_str().unwrap_or("").to_string()).collect::<Vec<_>>();
+    let run = |cfg: &Path, runs: &Path, ideas: &Path, args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["--no-inner-loop", "--json", "--idea-file", ideas.to_str().expect("utf-8")];
+        all.extend_from_slice(args);
+        let out = mine(cfg, runs, &all).output().expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("json")
+    };
+
+    let one = tempfile::tempdir().expect("tmp");
+    let (cfg, ideas) = setup(one.path());
+    let whole = run(&cfg, &one.path().join("runs"), &ideas, &["--ideas", "3", "--run-id", "u"]);
+    assert_eq!(families(&whole), ["momentum", "refine", "combine"]);
+    assert!(whole["combination"]["now"].as_f64().is_some_and(f64::is_finite), "{}", whole["combination"]);
+    let kb = Kb::open(&Location::Dir(one.path().join("kb")), alphaloop::kb::default_embedder(None).expect("model")).expect("kb");
+    let child = &whole["outcomes"][2]["record_id"];
+    let rec = kb.get(child.as_str().expect("id")).expect("get").expect("stored");
+    // The idea's two alphas come first in the lineage: two different accepted records.
+    assert!(rec.parents.len() >= 2 && rec.parents[0] != rec.parents[1], "{:?}", rec.parents);
+    for p in &rec.parents[..2] {
+        assert_eq!(kb.get(p).expect("get").expect("a parent is stored").status, alphaloop::kb::Status::Accepted);
+    }
+    drop(kb);
+
+    let two = tempfile::tempdir().expect("tmp");
+    let (cfg, ideas) = setup(two.path());
+    let runs = two.path().join("runs");
+    let first = run(&cfg, &runs, &ideas, &["--ideas", "2", "--run-id", "k"]);
+    assert_eq!(families(&first), ["momentum", "refine"]);
+    let resumed = run(&cfg, &runs, &ideas, &["--resume", "k", "--ideas", "1"]);
+    assert_eq!(families(&resumed), families(&whole), "the resumed bandit knows what was tried");
+}
+
 /// Ctrl-C: the run stops taking ideas, finishes the one in flight, and ends normally with
 /// its summary ("interrupted"); every idea in the log is in the KB, and it can be resumed.
 #[test]
