@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The overnight experiment: does a night of mining give a set of alphas that predicts
+# better out of sample than the published alphas it starts from?
+#
+# Arms, each `mine --hours 8` on the full shipped data from its own copy of a KB holding
+# the 101 seeds, one at a time (both cores each), every [mine] setting at its default:
+#   llm  the loop with the local Qwen2.5-Coder 1.5B (mining's default model)
+#   gp   --writer gp, the same wall time
+# Then, for each arm at horizons 1 and 5: `train` over the arm's accepted mined alphas
+# beside the alpha101 seeds through the same model (its default baseline), and Qlib's
+# Alpha158 through the same model; the signed-mean combination of each set on test
+# (`eval --period test`, nothing fitted); the arm's accepted alphas exported as a
+# self-contained alpha file; `runs show --json` for the protocol and the growth.
+# summarise.py writes results.md from these.
+#
+# Resumable: run it again and an arm continues with --resume (its 8 hours count across
+# sessions); a step whose output exists is skipped. Work files go to
+# ~/.cache/alphaloop/experiments/2026-12-07-overnight, results beside this script.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$here/../.."
+cd "$root"
+. scripts/env.sh
+work="$ALPHALOOP_CACHE/experiments/2026-12-07-overnight"
+mkdir -p "$work/bin"
+export ALPHALOOP_DATA="$(realpath ../shared/data/sp500_daily.parquet)" ALPHALOOP_RUNS="$work/runs"
+
+# The code of the whole experiment: a worktree of the commit it was first run from, built
+# once and copied out of the shared target directory.
+[ -f "$work/commit" ] || git rev-parse HEAD > "$work/commit"
+if [ ! -x "$work/bin/alphaloop" ]; then
+    git worktree prune
+    [ -d "$work/src" ] || git worktree add -f --detach "$work/src" "$(cat "$work/commit")" >/dev/null
+    (cd "$work/src" && cargo build --release -q --bin alphaloop)
+    cp "$CARGO_TARGET_DIR/release/alphaloop" "$work/bin/alphaloop"
+    touch src/main.rs
+fi
+A="$work/bin/alphaloop"
+cd "$work/src"
+if [ ! -d "$work/seeds" ]; then
+    "$A" kb --kb "$work/seeds.part" import alpha_kb/seeds/alpha101.toml >/dev/null
+    mv "$work/seeds.part" "$work/seeds"
+fi
+if [ ! -d "$work/alpha158" ]; then
+    "$A" kb --kb "$work/alpha158.part" import alpha_kb/seeds/alpha158.toml >/dev/null
+    mv "$work/alpha158.part" "$work/alpha158"
+fi
+
+mine() { # arm [mine args...]
+    local arm="$1"; shift
+    [ -f "$here/run-$arm.json" ] && return 0
+    local go=(--run-id "$arm")
+    if [ -d "$work/runs/$arm" ]; then go=(--resume "$arm"); else rm -rf "$work/kb-$arm"; cp -r "$work/seeds" "$work/kb-$arm"; fi
+    "$A" mine --kb "$work/kb-$arm" --hours 8 --json "${go[@]}" "$@" > "$work/mine-$arm.json"
+    "$A" runs show "$arm" --json > "$here/run-$arm.json"
+}
+mine llm
+mine gp --writer gp
+
+# The signed-mean combination of records on test: each record's per-date rank with the
+# sign of its train Rank IC, averaged (`eval` resolves alpha:ID from the KB).
+combination() { # kb ids-file horizon out
+    [ -f "$4" ] && return 0
+    local expr
+    expr="$("$A" kb --kb "$1" --json export | python3 -c '
+import json, sys
+ids = set(open(sys.argv[1]).read().split())
+recs = [r for r in json.load(sys.stdin) if r["id"] in ids and r["kind"] == "expression"]
+terms = []
+for r in recs:
+    ric = (r.get("metrics", {}).get("train") or {}).get("rank_ic")
+    if ric:
+        terms.append(("+" if ric > 0 else "-") + " rank(alpha:" + r["id"] + ")")
+print("(" + " ".join(terms).lstrip("+ ") + ") / " + str(len(terms)))
+' "$2")"
+    "$A" eval --kb "$1" --horizon "$3" --period train,valid,test --json "$expr" > "$4"
+}
+
+for arm in llm gp; do
+    kb="$work/kb-$arm"
+    [ -f "$here/accepted-$arm.toml" ] || "$A" kb --kb "$kb" export --status accepted -o "$here/accepted-$arm.toml" 2>/dev/null
+    "$A" kb --kb "$kb" --json export --status accepted | python3 -c 'import json,sys; print("\n".join(r["id"] for r in json.load(sys.stdin) if r.get("run_id")))' > "$work/mined-$arm.ids"
+    "$A" kb --kb "$kb" --json export --status accepted | python3 -c 'import json,sys; print("\n".join(r["id"] for r in json.load(sys.stdin)))' > "$work/all-$arm.ids"
+    for h in 1 5; do
+        if [ -s "$work/mined-$arm.ids" ] && [ ! -f "$here/train-$arm-h$h.json" ]; then
+            "$A" train --kb "$kb" --horizon "$h" --ids "$(paste -sd, "$work/mined-$arm.ids")" --out "$work/model-$arm-h$h.json" --json > "$here/train-$arm-h$h.json"
+        fi
+        combination "$kb" "$work/mined-$arm.ids" "$h" "$here/combination-mined-$arm-h$h.json"
+        combination "$kb" "$work/all-$arm.ids" "$h" "$here/combination-all-$arm-h$h.json"
+    done
+done
+"$A" kb --kb "$work/seeds" --json export | python3 -c 'import json,sys; print("\n".join(r["id"] for r in json.load(sys.stdin)))' > "$work/seeds.ids"
+"$A" kb --kb "$work/alpha158" --json export | python3 -c 'import json,sys; print("\n".join(r["id"] for r in json.load(sys.stdin)))' > "$work/alpha158.ids"
+for h in 1 5; do
+    [ -f "$here/train-alpha158-h$h.json" ] || "$A" train --seeds alpha_kb/seeds/alpha158.toml --no-seed-baseline --horizon "$h" --out "$work/model-alpha158-h$h.json" --json > "$here/train-alpha158-h$h.json"
+    combination "$work/seeds" "$work/seeds.ids" "$h" "$here/combination-seeds-h$h.json"
+    combination "$work/alpha158" "$work/alpha158.ids" "$h" "$here/combination-alpha158-h$h.json"
+done
+echo "done; results.md comes from summarise.py once written for the figures above" >&2
