@@ -139,7 +139,7 @@ fn actions_start_from_accepted_alphas_and_keep_them_in_lineage() {
     let llm = scripted("USES: none\nrank(ts_mean(returns, 5))");
     let m = miner(&kb, &llm);
     let seed = kb.get(SET[0]).expect("get").expect("stored");
-    assert!(m.can("refine").expect("kb") && !m.can("combine").expect("kb"), "one accepted alpha: refine only");
+    assert_eq!(m.actions_open().expect("kb"), ["refine"], "one accepted alpha: refine only");
     assert!(m.action_idea("combine", 3).expect("kb").is_none());
     let refine = m.action_idea("refine", 3).expect("kb").expect("an idea");
     assert_eq!((refine.family.as_str(), refine.parents.clone()), ("refine", vec![seed.id.clone()]));
@@ -153,6 +153,7 @@ fn actions_start_from_accepted_alphas_and_keep_them_in_lineage() {
     let dir = tempfile::tempdir().expect("tmp");
     let kb = kb_with(dir.path(), &SET);
     let m = miner(&kb, &llm);
+    assert_eq!(m.actions_open().expect("kb"), ["refine", "combine"]);
     let combine = m.action_idea("combine", 5).expect("kb").expect("an idea");
     assert_eq!(combine.parents.len(), 2);
     assert_ne!(combine.parents[0], combine.parents[1]);

@@ -72,17 +72,14 @@ impl Miner<'_> {
             .collect())
     }
 
-    /// Whether `action` has what it needs (one accepted alpha to refine, two to combine).
-    pub fn can(&self, action: &str) -> Result<bool, AgentError> {
+    /// The actions that have what they need (one accepted alpha to refine, two to
+    /// combine), from one read of the accepted set.
+    pub fn actions_open(&self) -> Result<Vec<&'static str>, AgentError> {
         if self.cfg.python {
-            return Ok(false);
+            return Ok(Vec::new());
         }
         let n = self.elites()?.len();
-        Ok(match action {
-            REFINE => n >= 1,
-            COMBINE => n >= 2,
-            _ => false,
-        })
+        Ok(ACTIONS.into_iter().filter(|a| n >= if *a == COMBINE { 2 } else { 1 }).collect())
     }
 
     /// The idea of an action for idea number `seq`: which alphas it starts from is drawn

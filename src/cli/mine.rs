@@ -536,7 +536,9 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
                         st.stop = why;
                         return;
                     }
-                    let can = |a: &str| actions && miner.can(a).unwrap_or(false);
+                    // One read of the accepted set for both actions.
+                    let open = if actions { miner.actions_open().unwrap_or_default() } else { Vec::new() };
+                    let can = |a: &str| open.contains(&a);
                     let seq = st.next_seq;
                     let idea = match st.bandit.pick_arm(can) {
                         Some(ideas::Arm::Action(a)) => match miner.action_idea(&a, seq) {
