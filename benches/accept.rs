@@ -3,7 +3,8 @@
 //! kept on disk (the alpha101 seeds that evaluate, and the same delayed by a day to reach
 //! 200), for the candidate `rank(ts_std(returns, 20)) * -1`:
 //!
-//! * `rank_candidate`: a candidate's per-date ranks over train and valid (f64, stored f32);
+//! * `rank_candidate`: a candidate's per-date ranks over train and valid (ranked in f64, kept as
+//!   exact 16-bit codes);
 //! * `exact_novelty_200`: its rank correlation over the train panel with all 200;
 //! * `gain_200`: the signed-mean combination's valid Rank IC with and without it, scored
 //!   day by day, and the gain's t-statistic, against a set already seen (its combination
@@ -79,14 +80,14 @@ fn main() {
         let kept = store.get_or_compute(&id, &codes[i].1, || None).expect("read").expect("kept");
         members.push(Member { id, sign: if i % 3 == 0 { -1.0 } else { 1.0 }, ranks: kept });
     }
-    let cells = (te - ts) * store.n_assets();
+    let dates = te - ts;
 
     let rank_s = median(5, || {
         std::hint::black_box(store.rank(&candidate));
     });
     let cand = Arc::new(store.rank(&candidate));
     let novelty_s = median(5, || {
-        let m = members.iter().filter_map(|m| pooled_corr(&cand.values()[..cells], &m.ranks.values()[..cells])).fold(0f64, |a, c| a.max(c.abs()));
+        let m = members.iter().filter_map(|m| pooled_corr(&cand, &m.ranks, dates)).fold(0f64, |a, c| a.max(c.abs()));
         std::hint::black_box(m);
     });
     let mean = Combiner::new(Combine::SignedMean, 0.0);

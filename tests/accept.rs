@@ -276,7 +276,7 @@ fn ridge_weights_solve_the_regression_on_train() {
             })
             .collect()
     };
-    let x: Vec<Vec<f64>> = members.iter().map(|m| centre(&m.ranks.values()[..y.len()].iter().map(|&r| r as f64).collect::<Vec<_>>()).into_iter().map(|r| if r.is_finite() { r } else { 0.0 }).collect()).collect();
+    let x: Vec<Vec<f64>> = members.iter().map(|m| centre(&m.ranks.decode(te - ts).iter().map(|&r| r as f64).collect::<Vec<_>>()).into_iter().map(|r| if r.is_finite() { r } else { 0.0 }).collect()).collect();
     let yc = centre(&y);
     let k = members.len();
     // The regression's rows are the cells with a label.

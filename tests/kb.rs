@@ -153,12 +153,12 @@ fn exact_novelty_is_the_train_panels_rank_correlation() {
     let v = view();
     let ((ts, te), (_, ve)) = (v.train.span(), v.valid.span());
     let store = kb.rank_store(&v.data, ts, ve);
-    let cells = (te - ts) * v.data.n_assets();
+    let dates = te - ts;
     let cfg = NoveltyConfig::default();
     let eval = |code: &str| alphaloop::expr::eval_expr(code, &v.data, &alphaloop::expr::NoAlphas).expect("eval");
     let check = |code: &str| {
         let ranks = store.rank(&eval(code));
-        let exact = alphaloop::kb::novelty::Exact { store: &store, candidate: &ranks, data: &v.data, cells };
+        let exact = alphaloop::kb::novelty::Exact { store: &store, candidate: &ranks, data: &v.data, dates };
         kb.check_novelty("cand", Kind::Expression, code, None, Some(&exact), &cfg).expect("check")
     };
     for (code, sign) in [("rank(delta(close, 5)) * 2 + 1", 1.0), ("-1 * delta(close, 5)", -1.0)] {
@@ -169,7 +169,7 @@ fn exact_novelty_is_the_train_panels_rank_correlation() {
         assert!(reason.starts_with("too correlated with accepted alpha base: rank correlation over the train panel"), "{reason}");
     }
     // A different signal: its correlation is the larger of a direct f64 computation
-    // against each accepted alpha, within what storing ranks as f32 moves.
+    // against each accepted alpha, within what summing in f32 lanes moves.
     let code = "rank(ts_std(returns, 20))";
     let got = check(code);
     let want = ["base", "corrvol"]
@@ -185,7 +185,8 @@ fn exact_novelty_is_the_train_panels_rank_correlation() {
     let again = kb.rank_store(&v.data, ts, ve);
     let stored = again.get_or_compute("base", "rank(delta(close, 5))", || panic!("read from disk, not computed")).expect("read").expect("present");
     let fresh = again.rank(&eval("rank(delta(close, 5))"));
-    assert!(stored.values().iter().zip(fresh.values()).all(|(a, b)| a.to_bits() == b.to_bits()));
+    let n = stored.n_dates();
+    assert!(n == ve - ts && (0..n).all(|d| stored.row(d) == fresh.row(d)));
     let shorter = v.data.truncate_dates(ve - 1);
     let other = kb.rank_store(&shorter, ts, ve - 1);
     assert!(other.get_or_compute("base", "rank(delta(close, 5))", || None).expect("no error").is_none(), "ranks of other data were reused");

@@ -22,7 +22,7 @@
 
 use crate::backtest::{Daily, Metrics, MiningView};
 use crate::data::Panel;
-use crate::kb::ranks::{centred_dot, row_centres, RankStore, Ranks};
+use crate::kb::ranks::{centred_dot, RankStore, Ranks};
 use crate::kb::Gain;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -70,15 +70,13 @@ pub struct Combiner {
     pub how: Combine,
     /// `ridge`: the penalty, as a share of the Gram matrix's mean diagonal.
     pub lambda: f64,
-    /// The train label's per-date percentile ranks, and each date's mean.
-    label: OnceLock<(Vec<f32>, Vec<f32>)>,
+    /// The train label's per-date percentile ranks.
+    label: OnceLock<Ranks>,
     cache: Mutex<Cache>,
 }
 
 #[derive(Default)]
 struct Cache {
-    /// Each member's mean rank per date (train, then valid), by id.
-    centres: HashMap<String, Arc<Vec<f32>>>,
     /// Centred products over train, keyed by the members' ids (the smaller first); the
     /// label's under the empty id.
     products: HashMap<(String, String), f64>,
@@ -99,14 +97,11 @@ impl Combiner {
             // The set's sums, then the candidate added to them.
             Combine::SignedMean => {
                 let mut c = set.0.clone();
-                c.add(sign, cand, None, false);
+                c.add(sign, cand, false, false);
                 self.score(view, store, &c)
             }
             // Every weight changes with the candidate: a fit of its own.
-            Combine::Ridge => {
-                let own = row_centres(cand.values(), store.n_assets());
-                self.score(view, store, &self.combination(view, store, members, Some((cand, &own))))
-            }
+            Combine::Ridge => self.score(view, store, &self.combination(view, store, members, Some(cand))),
         };
         self.compare(view, members.len(), set.1.as_ref(), &after)
     }
@@ -155,7 +150,7 @@ impl Combiner {
                         // re-adding in place would carry rounding from member to member.
                         Combine::SignedMean => {
                             let mut w = c.clone();
-                            w.add(-members[i].sign, &members[i].ranks, None, true);
+                            w.add(-members[i].sign, &members[i].ranks, false, true);
                             w
                         }
                         // Every weight changes with the set: fit again without it.
@@ -176,7 +171,7 @@ impl Combiner {
     pub fn weights(&self, view: &MiningView, members: &[Member]) -> Vec<f64> {
         match self.how {
             Combine::SignedMean => members.iter().map(|m| m.sign).collect(),
-            Combine::Ridge => self.ridge_weights(view, &self.centres(members, view.data.n_assets()), members, None),
+            Combine::Ridge => self.ridge_weights(view, members, None),
         }
     }
 
@@ -184,50 +179,35 @@ impl Combiner {
         view.valid.score_daily(&c.panel(view, store.n_assets()))
     }
 
-    /// The combination of `members` and, for the ridge, a candidate (its ranks and their
-    /// row centres).
-    fn combination(&self, view: &MiningView, store: &RankStore, members: &[Member], cand: Option<(&Ranks, &[f32])>) -> Combination {
+    /// The combination of `members` and, for the ridge, a candidate.
+    fn combination(&self, view: &MiningView, store: &RankStore, members: &[Member], cand: Option<&Ranks>) -> Combination {
         let mut c = Combination::new(view, store, self.how == Combine::SignedMean);
         match self.how {
             Combine::SignedMean => {
                 for m in members {
-                    c.add(m.sign, &m.ranks, None, false);
+                    c.add(m.sign, &m.ranks, false, false);
                 }
             }
             Combine::Ridge => {
-                let centres = self.centres(members, store.n_assets());
-                let w = self.ridge_weights(view, &centres, members, cand);
-                let parts = members.iter().map(|m| &*m.ranks).zip(centres.iter().map(|c| &c[..])).chain(cand);
-                for (w, (r, centres)) in w.iter().zip(parts) {
-                    c.add(*w, r, Some(centres), false);
+                let w = self.ridge_weights(view, members, cand);
+                for (w, r) in w.iter().zip(members.iter().map(|m| &*m.ranks).chain(cand)) {
+                    c.add(*w, r, true, false);
                 }
             }
         }
         c
     }
 
-    /// Each member's mean rank per date (train, then valid), kept by id.
-    fn centres(&self, members: &[Member], na: usize) -> Vec<Arc<Vec<f32>>> {
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        members.iter().map(|m| cache.centres.entry(m.id.clone()).or_insert_with(|| Arc::new(row_centres(m.ranks.values(), na))).clone()).collect()
-    }
-
-    /// The ridge regression's weights of `members` (with their row centres) and the
-    /// candidate, last, on train.
-    fn ridge_weights(&self, view: &MiningView, centres: &[Arc<Vec<f32>>], members: &[Member], cand: Option<(&Ranks, &[f32])>) -> Vec<f64> {
+    /// The ridge regression's weights of `members` and the candidate, last, on train.
+    fn ridge_weights(&self, view: &MiningView, members: &[Member], cand: Option<&Ranks>) -> Vec<f64> {
         let (ts, te) = view.train.span();
-        let na = view.data.n_assets();
-        let (dates, cells) = (te - ts, (te - ts) * na);
+        let dates = te - ts;
         let label = self.label.get_or_init(|| {
-            let values = view.train.label_ranks();
-            let centres = row_centres(&values, na);
-            (values, centres)
+            let values: Vec<f64> = view.train.label_ranks().into_iter().map(f64::from).collect();
+            Ranks::encode(&values, view.data.n_assets())
         });
-        let label = (&label.0[..], &label.1[..]);
-        // An alpha's train ranks and each date's mean rank.
-        type Side<'s> = (&'s [f32], &'s [f32]);
-        let dot = |a: Side, b: Side| centred_dot(a.0, a.1, b.0, b.1, label.0, na);
-        let of = |i: usize| -> Side { (&members[i].ranks.values()[..cells], &centres[i][..dates]) };
+        let dot = |a: &Ranks, b: &Ranks| centred_dot(a, b, label, dates);
+        let of = |i: usize| -> &Ranks { &members[i].ranks };
         let k = members.len() + cand.is_some() as usize;
         let mut g = vec![0.0; k * k];
         let mut b = vec![0.0; k];
@@ -259,9 +239,8 @@ impl Combiner {
                 }
             }
         }
-        if let Some((r, own)) = cand {
+        if let Some(c) = cand {
             // The candidate's products are not kept: it has no id of its own yet.
-            let c = (&r.values()[..cells], &own[..dates]);
             let row: Vec<f64> = (0..members.len()).into_par_iter().map(|i| dot(c, of(i))).chain([dot(c, c), dot(c, label)]).collect();
             let last = k - 1;
             for (i, v) in row[..members.len()].iter().enumerate() {
@@ -355,19 +334,22 @@ impl Combination {
         Combination { sum: vec![0.0; cells.len()], count: vec![0; cells.len()], cells, mean, na: na.max(1) }
     }
 
-    /// Adds (weight `w`) or removes (`-w`, `out`) an alpha's centred ranks: on 0.5, or on
-    /// each date's mean rank as `centres` give it (every row of the store: a regression's
-    /// sum, centred as it was fit).
-    fn add(&mut self, w: f64, ranks: &Ranks, centres: Option<&[f32]>, out: bool) {
+    /// Adds (weight `w`) or removes (`-w`, `out`) an alpha's centred ranks: on 0.5, or
+    /// (`on_mean`) on each date's mean rank (a regression's sum, centred as it was fit).
+    fn add(&mut self, w: f64, ranks: &Ranks, on_mean: bool, out: bool) {
         let k = if out { u32::MAX } else { 1 };
-        let values = &ranks.values()[self.cells.clone()];
         let first = self.cells.start / self.na;
-        let rows = self.sum.chunks_mut(self.na).zip(self.count.chunks_mut(self.na)).zip(values.chunks(self.na));
-        for (d, ((sum, count), row)) in rows.enumerate() {
-            let centre = centres.map_or(0.5, |c| c[first + d] as f64);
-            for ((s, c), &r) in sum.iter_mut().zip(count.iter_mut()).zip(row) {
-                if r.is_finite() {
-                    *s += w * (r as f64 - centre);
+        let rows = self.sum.chunks_mut(self.na).zip(self.count.chunks_mut(self.na));
+        for (d, (sum, count)) in rows.enumerate() {
+            let (codes, n) = ranks.row(first + d);
+            let top = 2.0 * n as f64;
+            // Ranks and centres rounded to f32 on their way in: their sums in f64 are then
+            // exact, so a member taken out leaves exactly the others' sums, and cells that
+            // tie stay tied (a last-bit difference would order them and move the Rank IC).
+            let centre = if on_mean { ((n as f64 + 1.0) / top) as f32 as f64 } else { 0.5 };
+            for ((s, c), &q) in sum.iter_mut().zip(count.iter_mut()).zip(codes) {
+                if q != 0 {
+                    *s += w * ((q as f64 / top) as f32 as f64 - centre);
                     // Wrapping: adding u32::MAX is subtracting one.
                     *c = c.wrapping_add(k);
                 }

@@ -564,6 +564,10 @@ impl<'a> Miner<'a> {
         run_id: String,
         constrained: bool,
     ) -> Result<Miner<'a>, AgentError> {
+        if view.data.n_assets() > crate::kb::ranks::MAX_ASSETS {
+            let n = view.data.n_assets();
+            return Err(AgentError::Invalid(format!("the data has {n} assets; mining keeps per-date ranks in 16 bits, which holds at most {}", crate::kb::ranks::MAX_ASSETS)));
+        }
         let writer_system = templates.render(
             if cfg.python { "writer_python_system.md" } else { "writer_system.md" },
             minijinja::context! {
@@ -686,7 +690,7 @@ impl<'a> Miner<'a> {
         let store = self.rank_store();
         let ranks = store.rank(sig);
         if !self.cfg.no_kb {
-            let exact = crate::kb::novelty::Exact { store, candidate: &ranks, data: &self.view.data, cells: (te - ts) * store.n_assets() };
+            let exact = crate::kb::novelty::Exact { store, candidate: &ranks, data: &self.view.data, dates: te - ts };
             cand.novelty = Some(self.kb.check_novelty(id, kind, &cand.code, cand.behaviour.as_deref(), Some(&exact), &self.cfg.novelty)?);
         }
         cand.ranks = Some(ranks);

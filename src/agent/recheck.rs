@@ -42,7 +42,7 @@ pub struct Recheck {
 /// Applies `cfg`'s rule to `kb`'s accepted alphas in acceptance order.
 pub fn recheck(kb: &Kb, view: &MiningView, store: &RankStore, cfg: &MineConfig) -> Result<Recheck, AgentError> {
     let (ts, te) = view.train.span();
-    let cells = (te - ts) * store.n_assets();
+    let dates = te - ts;
     let mut accepted = kb.accepted_ranks(store, &view.data, |_| true)?;
     accepted.sort_by(|a, b| (a.0.created_at, &a.0.id).cmp(&(b.0.created_at, &b.0.id)));
     let member = |r: &AlphaRecord, ranks: &std::sync::Arc<crate::kb::ranks::Ranks>| {
@@ -80,10 +80,9 @@ pub fn recheck(kb: &Kb, view: &MiningView, store: &RankStore, cfg: &MineConfig) 
                 continue;
             }
         }
-        let cand = &ranks.values()[..cells];
         out.max_corr = set
             .iter()
-            .filter_map(|m| pooled_corr(cand, &m.ranks.values()[..cells]).map(|c| (m.id.clone(), c)))
+            .filter_map(|m| pooled_corr(ranks, &m.ranks, dates).map(|c| (m.id.clone(), c)))
             .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()).then_with(|| b.0.cmp(&a.0)));
         if let Some((w, c)) = out.max_corr.as_ref().filter(|(_, c)| c.abs() >= cfg.novelty.max_corr) {
             out.reason = format!("too correlated with kept alpha {w}: {c:.3}");

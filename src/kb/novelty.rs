@@ -107,13 +107,13 @@ pub struct Verdict {
 }
 
 /// What the exact correlation needs: the candidate's ranks and the accepted alphas'
-/// (computed on `data` when missing), compared over their first `cells` values (the train
-/// dates of a store that holds train then valid).
+/// (computed on `data` when missing), compared over their first `dates` dates (train's, in
+/// a store that holds train then valid).
 pub struct Exact<'a> {
     pub store: &'a RankStore,
     pub candidate: &'a Ranks,
     pub data: &'a crate::data::MarketData,
-    pub cells: usize,
+    pub dates: usize,
 }
 
 impl Kb {
@@ -123,8 +123,7 @@ impl Kb {
     fn exact_correlations(&self, candidate_id: &str, ex: &Exact<'_>) -> Result<Vec<(String, Option<f64>)>, KbError> {
         use rayon::prelude::*;
         let set = self.accepted_ranks(ex.store, ex.data, |r| r.id != candidate_id)?;
-        let cand = &ex.candidate.values()[..ex.cells];
-        Ok(set.par_iter().map(|(r, ranks)| (r.id.clone(), pooled_corr(cand, &ranks.values()[..ex.cells]))).collect())
+        Ok(set.par_iter().map(|(r, ranks)| (r.id.clone(), pooled_corr(ex.candidate, ranks, ex.dates))).collect())
     }
 
     /// Runs both checks for a candidate. `behaviour` is its behaviour vector; `exact`, when
