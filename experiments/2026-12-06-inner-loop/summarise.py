@@ -16,7 +16,7 @@ from statistics import median
 
 here = sys.argv[1]
 work = os.path.expanduser(os.environ.get("ALPHALOOP_CACHE", "~/.cache/alphaloop")) + "/experiments/2026-12-06-inner-loop"
-arms = ["before", "after-small", "after-medium", "after-no-kb"]
+arms = ["before", "after-small"]
 
 
 def records(arm):

@@ -3,7 +3,8 @@
 # better out of sample than the published alphas it starts from?
 #
 # Arms, each `mine --hours 8` on the full shipped data from its own copy of a KB holding
-# the 101 seeds, one at a time (both cores each), every [mine] setting at its default:
+# the 101 seeds, both at once on one core each (one llama.cpp thread, one evaluation
+# thread), every [mine] setting at its default:
 #   llm  the loop with the local Qwen2.5-Coder 1.5B (mining's default model)
 #   gp   --writer gp, the same wall time
 # Then, for each arm at horizons 1 and 5: `train` over the arm's accepted mined alphas
@@ -13,8 +14,9 @@
 # self-contained alpha file; `runs show --json` for the protocol and the growth.
 # summarise.py writes results.md from these.
 #
-# Resumable: run it again and an arm continues with --resume (its 8 hours count across
-# sessions); a step whose output exists is skipped. Work files go to
+# Resumable: run it again and an arm continues with --resume, its 8 hours counted across
+# restarts (the hours are given only at the start: a resumed run keeps its own, less what
+# it has spent); a step whose output exists is skipped. Work files go to
 # ~/.cache/alphaloop/experiments/2026-12-07-overnight, results beside this script.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -49,13 +51,15 @@ fi
 mine() { # arm [mine args...]
     local arm="$1"; shift
     [ -f "$here/run-$arm.json" ] && return 0
-    local go=(--run-id "$arm")
+    local go=(--run-id "$arm" --hours 8)
     if [ -d "$work/runs/$arm" ]; then go=(--resume "$arm"); else rm -rf "$work/kb-$arm"; cp -r "$work/seeds" "$work/kb-$arm"; fi
-    "$A" mine --kb "$work/kb-$arm" --hours 8 --json "${go[@]}" "$@" > "$work/mine-$arm.json"
+    RAYON_NUM_THREADS=1 "$A" mine --kb "$work/kb-$arm" --json "${go[@]}" "$@" > "$work/mine-$arm.json"
     "$A" runs show "$arm" --json > "$here/run-$arm.json"
 }
-mine llm
-mine gp --writer gp
+mine llm --llm-threads 1 &
+mine gp --writer gp &
+wait
+[ -f "$here/run-llm.json" ] && [ -f "$here/run-gp.json" ]
 
 # The signed-mean combination of records on test: each record's per-date rank with the
 # sign of its train Rank IC, averaged (`eval` resolves alpha:ID from the KB).
