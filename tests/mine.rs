@@ -734,6 +734,27 @@ fn a_run_does_not_depend_on_its_id_and_a_high_score_below_the_bar_goes_on() {
     }
 }
 
+/// A term that reads no data (`scale(19.9)`: one number for every stock and date, which
+/// small models append to a formula) fails the rule checks with its place, before any
+/// backtest, and the writer's next prompt says so.
+#[test]
+fn a_term_that_reads_no_data_fails_the_rule_checks() {
+    let url = scripted_endpoint_writing("rank(close / delay(close, 5)) - scale(19.9)");
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = config(dir.path(), &common::shared("data/sp500_sample.parquet"));
+    let runs = dir.path().join("runs");
+    let out = mine(&cfg, &runs, &["--llm", "openai:scripted", "--ideas", "1", "--run-id", "dead", "--json"]).env("OPENAI_BASE_URL", &url).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json summary");
+    let o = &s["outcomes"][0];
+    assert_eq!(o["status"], "error", "{o}");
+    let want = "`scale(19.9)` at 33 reads no data";
+    assert!(o["reason"].as_str().is_some_and(|r| r.starts_with(want)), "{o}");
+    assert!(o["train_rank_ic"].is_null(), "not backtested: {o}");
+    let replies = std::fs::read_to_string(runs.join("dead/replies.jsonl")).expect("replies");
+    assert!(replies.lines().skip(1).any(|l| l.contains("You are a quantitative researcher who writes") && l.contains(want)), "the writer is told");
+}
+
 /// A candidate that mixes units (`returns - adv20`: a return less a dollar volume) fails
 /// the rule checks before any backtest or review, and the writer's next prompt says what
 /// was mixed and where; with `check_units = false` the same reply is backtested and

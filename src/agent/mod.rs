@@ -636,6 +636,15 @@ impl<'a> Miner<'a> {
             cand.error = Some(e);
             return Ok(cand);
         }
+        if let Some(k) = parsed.constant_call() {
+            let at = crate::expr::ExprError::at(code, k.span, "");
+            cand.error = Some(format!("`{}` at {} reads no data: it is one number for every stock and date, so it ranks nothing, and a term made of it changes no ranking; drop it or give it a field", at.fragment(60), at.pos));
+            return Ok(cand);
+        }
+        if let Some(id) = parsed.only_alpha() {
+            cand.error = Some(format!("`alpha:{id}` alone restates that alpha up to sign and scale; build on it instead: combine it with another signal, or change what it measures"));
+            return Ok(cand);
+        }
         if self.cfg.check_units {
             if let Err(e) = crate::expr::units::check(&parsed, code) {
                 // Quoted, since a model reads a position poorly.

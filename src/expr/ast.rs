@@ -107,6 +107,44 @@ impl Expr {
         out
     }
 
+    /// Whether the tree reads no data (the compiler folds it to a constant).
+    pub fn reads_no_data(&self) -> bool {
+        match &self.kind {
+            ExprKind::Num(_) => true,
+            ExprKind::Ident(_) | ExprKind::AlphaRef(_) => false,
+            ExprKind::Call { args, .. } => args.iter().all(Expr::reads_no_data),
+            ExprKind::Neg(a) => a.reads_no_data(),
+            ExprKind::Binary(_, a, b) => a.reads_no_data() && b.reads_no_data(),
+            ExprKind::Ternary(a, b, c) => a.reads_no_data() && b.reads_no_data() && c.reads_no_data(),
+        }
+    }
+
+    /// The first operator call (outermost, leftmost) that reads no data, such as
+    /// `scale(19.9)`: one number for every stock and date, so it ranks nothing, and a term
+    /// made of one changes no ranking. A constant in arithmetic (`-1 * x`, `x / 20`) is not
+    /// a call.
+    pub fn constant_call(&self) -> Option<&Expr> {
+        match &self.kind {
+            ExprKind::Num(_) | ExprKind::Ident(_) | ExprKind::AlphaRef(_) => None,
+            ExprKind::Call { args, .. } => if self.reads_no_data() { Some(self) } else { args.iter().find_map(Expr::constant_call) },
+            ExprKind::Neg(a) => a.constant_call(),
+            ExprKind::Binary(_, a, b) => a.constant_call().or_else(|| b.constant_call()),
+            ExprKind::Ternary(a, b, c) => a.constant_call().or_else(|| b.constant_call()).or_else(|| c.constant_call()),
+        }
+    }
+
+    /// The alpha this tree only restates, if it is `alpha:ID` alone, negated or times a
+    /// number (`-1 * alpha:ID`): the same signal up to sign and scale.
+    pub fn only_alpha(&self) -> Option<&str> {
+        match &self.kind {
+            ExprKind::AlphaRef(id) => Some(id),
+            ExprKind::Neg(a) => a.only_alpha(),
+            ExprKind::Binary(BinOp::Mul | BinOp::Div, a, b) if b.reads_no_data() => a.only_alpha(),
+            ExprKind::Binary(BinOp::Mul, a, b) if a.reads_no_data() => b.only_alpha(),
+            _ => None,
+        }
+    }
+
     /// Depth of the tree.
     pub fn depth(&self) -> usize {
         1 + match &self.kind {
@@ -139,5 +177,25 @@ impl fmt::Display for Expr {
             ExprKind::Binary(op, a, b) => write!(f, "({a} {} {b})", op.symbol()),
             ExprKind::Ternary(c, a, b) => write!(f, "({c} ? {a} : {b})"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::expr::parse;
+
+    #[test]
+    fn constant_calls_and_restated_alphas_are_found() {
+        let call = |s: &str| parse(s).expect("parses").constant_call().map(|e| e.to_string());
+        assert_eq!(call("rank(close) - scale(19.9)").as_deref(), Some("scale(19.9)"));
+        assert_eq!(call("ts_mean(rank(2 * 3), 5) + close").as_deref(), Some("ts_mean(rank((2 * 3)), 5)"));
+        // Numbers in arithmetic and windows are not calls that read nothing.
+        assert_eq!(call("-1 * rank(close / 20) + ts_mean(volume, 10)"), None);
+        let only = |s: &str| parse(s).expect("parses").only_alpha().map(str::to_string);
+        assert_eq!(only("(alpha:a1)").as_deref(), Some("a1"));
+        assert_eq!(only("-1 * alpha:a1").as_deref(), Some("a1"));
+        assert_eq!(only("-alpha:a1 / 2").as_deref(), Some("a1"));
+        assert_eq!(only("rank(alpha:a1)"), None);
+        assert_eq!(only("alpha:a1 * close"), None);
     }
 }

@@ -26,18 +26,6 @@ fn constant(e: &Expr) -> Option<f64> {
     }
 }
 
-/// Whether the tree reads no data (the compiler folds it to a constant).
-fn is_constant(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::Num(_) => true,
-        ExprKind::Ident(_) | ExprKind::AlphaRef(_) => false,
-        ExprKind::Call { args, .. } => args.iter().all(is_constant),
-        ExprKind::Neg(a) => is_constant(a),
-        ExprKind::Binary(_, a, b) => is_constant(a) && is_constant(b),
-        ExprKind::Ternary(a, b, c) => is_constant(a) && is_constant(b) && is_constant(c),
-    }
-}
-
 /// The unit of `e` (parsed from `text`), or an error at the first place where it mixes
 /// units that cannot be mixed. Errors of other kinds (an unknown operator, a wrong
 /// number of arguments) are the compiler's: this passes over them.
@@ -51,7 +39,7 @@ pub fn check(e: &Expr, text: &str) -> Result<Unit, ExprError> {
         ExprKind::Call { name, args, .. } => {
             let lname = name.to_ascii_lowercase();
             // As the compiler: a constant second argument makes min/max the window form.
-            let window = args.get(1).is_some_and(is_constant);
+            let window = args.get(1).is_some_and(Expr::reads_no_data);
             let name = match lname.as_str() {
                 "min" if window => "ts_min".into(),
                 "max" if window => "ts_max".into(),
