@@ -100,4 +100,4 @@ for h in 1 5; do
     combination "$work/seeds" "$work/seeds.ids" "$h" "$here/combination-seeds-h$h.json"
     combination "$work/alpha158" "$work/alpha158.ids" "$h" "$here/combination-alpha158-h$h.json"
 done
-echo "done; results.md comes from summarise.py once written for the figures above" >&2
+python3 "$here/summarise.py" "$here" > "$here/results.md"
