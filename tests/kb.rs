@@ -57,6 +57,19 @@ fn embeddings_are_unit_length_and_meaningful() {
 #[test]
 fn records_survive_reopen_and_filters_work() {
     let dir = tempfile::tempdir().expect("tmp");
+    records_contract(&|| open(dir.path()));
+}
+
+#[test]
+fn records_survive_reopen_and_filters_work_on_a_server() {
+    let server = common::qdrant::Server::start();
+    let loc: Location = server.collection("records").parse().expect("location");
+    records_contract(&|| Kb::open(&loc, embedder()).expect("connects"));
+}
+
+/// What every backend does with records: they survive a reopen, filters and ranges count
+/// them, `top` sorts, search finds by meaning, removal removes.
+fn records_contract(open: &dyn Fn() -> Kb) {
     let defs = vec![
         def("mom", "rank(delta(close, 10))", "ten-day price momentum"),
         def("rev", "-1 * rank(delta(close, 2))", "short-term reversal of two-day moves"),
@@ -64,14 +77,14 @@ fn records_survive_reopen_and_filters_work() {
         def("bad", "rank(clsoe)", "a typo"),
     ];
     {
-        let mut kb = open(dir.path());
+        let mut kb = open();
         add(&mut kb, &defs);
         let mut l = AlphaRecord::new("rejected_one", Kind::Expression, "rank(open)", Status::Rejected { reason: "low IC".into() });
         l.metrics.insert("valid".into(), Default::default());
         l.metrics.get_mut("valid").expect("valid").rank_ic = f64::NAN;
         kb.put(vec![(l, None)]).expect("put");
     }
-    let kb = open(dir.path());
+    let kb = open();
     assert_eq!(kb.count(&Filter::new()).expect("count"), 5);
     assert_eq!(kb.count(&Filter::new().is("status", "accepted")).expect("count"), 3);
     let bad = kb.get("bad").expect("get").expect("stored");
@@ -398,16 +411,7 @@ fn kill_9_loses_nothing_acknowledged() {
 fn kb_cli_end_to_end() {
     let dir = tempfile::tempdir().expect("tmp");
     let store = dir.path().join("store");
-    let cfg = common::sample_config(dir.path(), &shared("data/sp500_sample.parquet"), None);
-    let run = |args: &[&str]| common::kb_cli(&cfg, &store, args);
-    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml");
-    let imported = run(&["import", seeds.to_str().expect("utf8")]);
-    assert!(imported.contains("1 of them could not be evaluated (stored with status error):\n  alpha101_056: field 'cap'"), "{imported}");
-    let missing = bin().arg("--config").arg(&cfg).args(["kb", "--kb"]).arg(&store).args(["import", "/nonexistent/kb.json"]).output().expect("runs");
-    let err = String::from_utf8_lossy(&missing.stderr);
-    assert_eq!(err.matches("No such file").count(), 1, "the reason once: {err}");
-    let stats: serde_json::Value = serde_json::from_str(&run(&["--json", "stats"])).expect("json");
-    assert_eq!(stats["total"], 101);
+    let cfg = cli_contract(dir.path(), &store);
     // A command that reads a KB, given a directory that holds none, says so and makes none.
     let typo = dir.path().join("stroe");
     for args in [&["stats"][..], &["top"], &["holdout"]] {
@@ -418,23 +422,91 @@ fn kb_cli_end_to_end() {
     let out = bin().arg("--config").arg(&cfg).args(["train", "--top", "5", "--kb"]).arg(&typo).output().expect("runs");
     assert!(String::from_utf8_lossy(&out.stderr).contains("no knowledge base at "), "train");
     assert!(!typo.exists());
+}
+
+/// The same commands on a collection of a real Qdrant server; the client and the server
+/// agree on versions, so no command warns about them.
+#[test]
+fn kb_cli_end_to_end_on_a_server() {
+    let server = common::qdrant::Server::start();
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = std::path::PathBuf::from(server.collection("cli"));
+    let cfg = cli_contract(dir.path(), &store);
+    let out = bin().arg("--config").arg(&cfg).args(["kb", "--kb"]).arg(&store).arg("stats").output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !err.contains("compatible"), "{err}");
+}
+
+/// `kb copy` moves a store to a server collection and back: every record with its
+/// vectors, metrics and lineage, the lessons and the store's settings, checked by reading
+/// back; the store that returns holds what left, bit for bit.
+#[test]
+fn a_kb_moves_to_a_server_and_back_unchanged() {
+    let server = common::qdrant::Server::start();
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = common::sample_config(dir.path(), &shared("data/sp500_sample.parquet"), None);
+    let first = dir.path().join("first");
+    {
+        let mut kb = open(&first);
+        add(&mut kb, &[def("mom", "rank(delta(close, 10))", "ten-day price momentum"), def("vol", "-1 * ts_corr(rank(volume), rank(close), 10)", "volume and price apart")]);
+        let mut child = AlphaRecord::new("child", Kind::Expression, "rank(alpha:mom) - rank(volume)", Status::Rejected { reason: "adds too little".into() });
+        child.parents = vec!["mom".into()];
+        kb.put(vec![(child, None)]).expect("put");
+        kb.put_lesson(&Lesson { id: "lesson-1".into(), text: "momentum holds on valid".into(), run_id: "r".into(), generation: 0, sources: vec!["mom".into()], created_at: 1 }).expect("lesson");
+    }
+    let remote = server.collection("moved");
+    let back = dir.path().join("back");
+    let copy = |from: &str, to: &str| -> serde_json::Value {
+        let out = bin().arg("--config").arg(&cfg).args(["kb", "--json", "copy", "--from", from, "--to", to]).output().expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("json")
+    };
+    let there = copy(first.to_str().expect("utf8"), &remote);
+    let home = copy(&remote, back.to_str().expect("utf8"));
+    assert_eq!((there["records"].as_u64(), home["records"].as_u64()), (Some(3), Some(3)), "{there} {home}");
+    assert_eq!(there["checksum"], home["checksum"], "the points that came back are those that left");
+    let export = |store: &Path| common::kb_cli(&cfg, store, &["--json", "export"]);
+    assert_eq!(export(&back), export(&first));
+    let kb = open(&back);
+    assert_eq!(kb.get("child").expect("get").expect("present").parents, vec!["mom".to_string()]);
+    assert_eq!(kb.lessons().expect("lessons").len(), 1);
+    // Vectors came along: the nearest by behaviour is found without re-evaluating.
+    let (rec, b) = kb.get_with_behaviour("mom").expect("get").expect("present");
+    assert_eq!(rec.id, "mom");
+    assert!(b.is_some_and(|v| v.iter().any(|x| *x != 0.0)));
+}
+
+/// What `kb` does on any backend at `store`: import, stats, top, holdout, show, similar,
+/// search, export in every format and import back, the alpha file `eval` reads, rm.
+/// Returns the config it wrote into `dir`.
+fn cli_contract(dir: &Path, store: &Path) -> std::path::PathBuf {
+    let cfg = common::sample_config(dir, &shared("data/sp500_sample.parquet"), None);
+    let run = |args: &[&str]| common::kb_cli(&cfg, store, args);
+    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("alpha_kb/seeds/alpha101.toml");
+    let imported = run(&["import", seeds.to_str().expect("utf8")]);
+    assert!(imported.contains("1 of them could not be evaluated (stored with status error):\n  alpha101_056: field 'cap'"), "{imported}");
+    let missing = bin().arg("--config").arg(&cfg).args(["kb", "--kb"]).arg(store).args(["import", "/nonexistent/kb.json"]).output().expect("runs");
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(err.matches("No such file").count(), 1, "the reason once: {err}");
+    let stats: serde_json::Value = serde_json::from_str(&run(&["--json", "stats"])).expect("json");
+    assert_eq!(stats["total"], 101);
     assert_eq!(stats["by_status"]["error"], 1, "only alpha 056 (cap) fails");
     // A plain list of formulas goes in beside them, one record per line, into its own store.
-    let list = dir.path().join("ideas.txt");
+    let list = dir.join("ideas.txt");
     std::fs::write(&list, "rank(delta(close, 5))
 # skipped
 -1 * ts_rank(volume, 10)
 ").expect("write list");
-    let listed = dir.path().join("listed");
+    let listed = dir.join("listed");
     common::kb_cli(&cfg, &listed, &["import", list.to_str().expect("utf8")]);
     let shown: serde_json::Value = serde_json::from_str(&common::kb_cli(&cfg, &listed, &["--json", "show", "ideas_003"])).expect("json");
     assert_eq!(shown["code"], "-1 * ts_rank(volume, 10)");
     assert!(shown["metrics"]["valid"]["rank_ic"].is_number(), "{shown}");
     // The same store fed data of another era: its behaviour sample (sample dates) is not
     // in it, and the import says so instead of storing empty behaviour vectors silently.
-    let later = common::moved_sample(dir.path(), 2922);
+    let later = common::moved_sample(dir, 2922);
     // No [splits] for it: its own dates are split (the sample's splits have none of them).
-    let plain = dir.path().join("plain.toml");
+    let plain = dir.join("plain.toml");
     std::fs::write(&plain, "").expect("config");
     let out = bin().arg("--config").arg(&plain).args(["kb", "--kb"]).arg(&listed).args(["import", "--data"]).arg(&later).arg(&list).output().expect("runs");
     let err = String::from_utf8_lossy(&out.stderr);
@@ -470,7 +542,7 @@ fn kb_cli_end_to_end() {
         assert_eq!(h["attempts"], 101);
         assert!((f(&h["bar_t"]) - 3.4834208364606987).abs() < 1e-7, "{h}");
     }
-    let png = dir.path().join("holdout.png");
+    let png = dir.join("holdout.png");
     let text = run(&["holdout", "-n", "3", "--plot", png.to_str().expect("utf8")]);
     assert!(text.contains("period test (2018-01-02..2018-12-31)") && text.contains("3 alphas: mean Rank IC train") && text.contains("among 101 candidates tried"), "{text}");
     assert!(text.contains("for 101 attempts Bonferroni's bar (5 %, two-sided) is |t| >= 3.48: ") && text.contains("valid t"), "{text}");
@@ -489,7 +561,7 @@ fn kb_cli_end_to_end() {
     assert_eq!(hits.as_array().expect("array").len(), 4);
     // A misspelt split or family is an error that names it, not an empty table.
     let fails = |args: &[&str]| {
-        let out = bin().arg("--config").arg(&cfg).arg("kb").arg("--kb").arg(&store).args(args).output().expect("runs");
+        let out = bin().arg("--config").arg(&cfg).arg("kb").arg("--kb").arg(store).args(args).output().expect("runs");
         assert!(!out.status.success(), "kb {args:?} succeeded");
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
@@ -501,22 +573,22 @@ fn kb_cli_end_to_end() {
     assert!(err.contains("no record of family 'volum'") && err.contains("its families: seed"), "{err}");
     let fam: serde_json::Value = serde_json::from_str(&run(&["--json", "top", "--family", "seed", "-n", "2"])).expect("json");
     assert_eq!(fam.as_array().expect("array").len(), 2);
-    let pq = dir.path().join("kb.parquet");
+    let pq = dir.join("kb.parquet");
     run(&["export", "--format", "parquet", "-o", pq.to_str().expect("utf8")]);
     assert!(std::fs::metadata(&pq).expect("written").len() > 1000);
     let csv = run(&["export", "--format", "csv"]);
     assert_eq!(csv.lines().count(), 102);
     // Without --format the file's name says which; a name that does not is refused.
-    let named = dir.path().join("named.csv");
+    let named = dir.join("named.csv");
     run(&["export", "-o", named.to_str().expect("utf8")]);
     assert_eq!(std::fs::read_to_string(&named).expect("written"), csv);
-    let err = fails(&["export", "-o", dir.path().join("kb.txt").to_str().expect("utf8")]);
+    let err = fails(&["export", "-o", dir.join("kb.txt").to_str().expect("utf8")]);
     assert!(err.contains("cannot tell the format of") && err.contains("--format"), "{err}");
     let err = fails(&["import", named.to_str().expect("utf8")]);
     assert!(err.contains("`kb import` reads a JSON export"), "{err}");
     // The accepted expressions as an alpha file, which `eval --file` reads back: the same
     // valid Rank IC as the KB holds.
-    let file = dir.path().join("mined.toml");
+    let file = dir.join("mined.toml");
     run(&["export", "--status", "accepted", "-o", file.to_str().expect("utf8")]);
     let defs = alphaloop::seeds::load(&file).expect("an alpha file");
     assert_eq!(defs.len(), 100, "the cap alpha failed and is not accepted");
@@ -527,16 +599,16 @@ fn kb_cli_end_to_end() {
     assert!((e1["rank_ic"].as_f64().expect("f64") - show["metrics"]["valid"]["rank_ic"].as_f64().expect("f64")).abs() < 1e-12, "{e1}");
     assert!(run(&["export", "--family", "seed", "--format", "toml"]).starts_with("# 101 alphas exported"));
     // Imported into another store, each alpha keeps the family the file names.
-    let other = dir.path().join("from-toml");
+    let other = dir.join("from-toml");
     let out = bin().arg("--config").arg(&cfg).args(["kb", "--kb"]).arg(&other).args(["import", "--family", "mined"]).arg(&file).output().expect("runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let out = bin().args(["kb", "--json", "--kb"]).arg(&other).arg("stats").output().expect("runs");
     let st: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!((st["total"].as_u64(), st["by_family"]["seed"].as_u64()), (Some(100), Some(100)), "{st}");
-    let js = dir.path().join("kb.json");
+    let js = dir.join("kb.json");
     run(&["export", "--format", "json", "-o", js.to_str().expect("utf8")]);
     // Another team's export into a fresh store.
-    let other = dir.path().join("other");
+    let other = dir.join("other");
     let out = bin().args(["kb", "--kb"]).arg(&other).arg("import").arg(&js).output().expect("runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let out = bin().args(["kb", "--json", "--kb"]).arg(&other).arg("stats").output().expect("runs");
@@ -544,9 +616,10 @@ fn kb_cli_end_to_end() {
     assert_eq!(st["total"], 101);
     let rm: serde_json::Value = serde_json::from_str(&run(&["--json", "rm", "alpha101_002"])).expect("json");
     assert_eq!(rm["removed"], "alpha101_002");
-    let out = bin().arg("--config").arg(&cfg).args(["kb", "--kb"]).arg(&store).args(["show", "alpha101_002"]).output().expect("runs");
+    let out = bin().arg("--config").arg(&cfg).args(["kb", "--kb"]).arg(store).args(["show", "alpha101_002"]).output().expect("runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no record 'alpha101_002'"));
+    cfg
 }
 
 /// The threshold that turns away a generated idea as a paraphrase: every pair of seed ideas

@@ -158,6 +158,16 @@ pub enum KbCmd {
         #[arg(long)]
         apply: bool,
     },
+    /// Copy every record, lesson and setting, vectors and all, into another store or
+    /// server collection (`qdrant://host:port/collection`), checked by reading it back.
+    Copy {
+        /// The KB to copy (default: `--kb`, the config's, or the checkout's).
+        #[arg(long)]
+        from: Option<String>,
+        /// Where to: a directory (made if missing) or `qdrant://host:port/collection`.
+        #[arg(long)]
+        to: String,
+    },
     /// Delete a record (refused while other records name it as `alpha:ID`).
     Rm {
         /// The record's id.
@@ -270,8 +280,18 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
     let cfg = &cfg.with_metrics(&args.metrics);
     let label = (cfg.metrics().horizon, cfg.metrics().gap);
     let same_label = |recs: &[AlphaRecord], what: &str| AlphaRecord::same_label(recs, label.0, label.1, what).map_err(anyhow::Error::msg);
-    let mut kb = open(args.kb.as_deref(), cfg, matches!(args.cmd, KbCmd::Import { .. }))?;
     let json = args.json;
+    if let KbCmd::Copy { from, to } = &args.cmd {
+        let (src, dst) = (open(from.as_deref().or(args.kb.as_deref()), cfg, false)?, open(Some(to), cfg, true)?);
+        let c = src.copy_to(&dst)?;
+        if json {
+            println!("{}", serde_json::json!({"from": src.location(), "to": dst.location(), "points": c.points, "records": c.records, "checksum": c.checksum}));
+        } else {
+            println!("copied {} records ({} points in all) from {} to {}; checksum {} read back alike", c.records, c.points, src.location(), dst.location(), c.checksum);
+        }
+        return Ok(0);
+    }
+    let mut kb = open(args.kb.as_deref(), cfg, matches!(args.cmd, KbCmd::Import { .. }))?;
     match args.cmd {
         KbCmd::Stats => {
             let s = kb.stats()?;
@@ -373,6 +393,8 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
             same_label(&kb.records(&Filter::new().is("status", "accepted"))?, "this judgement")?;
             judge(&mut kb, &expr, &data, null, seed, cfg, json)?
         }
+        // Done above, before this KB was opened.
+        KbCmd::Copy { .. } => {}
         KbCmd::Rm { id, force } => {
             if kb.get(&id)?.is_none() {
                 bail!("no record '{id}' in {}", kb.location());

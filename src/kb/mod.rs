@@ -8,6 +8,7 @@
 //! `--kb qdrant://host:port/collection`, for several miners sharing one KB).
 
 pub mod behaviour;
+pub mod copy;
 pub mod edge;
 pub mod embed;
 pub mod novelty;

@@ -3,7 +3,8 @@
 //! that fail because the server is unreachable, overloaded or restarting are retried as
 //! the config's `retry_minutes` allows ([`Patience`]); writes are upserts by id, so a
 //! repeated one stores the same thing.
-//! Integration tests run when `QDRANT_URL` is set (e.g. `qdrant://localhost:6334/test`).
+//! Tested against a real server (Qdrant 1.18.3, started by the tests, or the one
+//! `QDRANT_URL` names) with the same record and `kb` contract as the embedded store.
 
 use super::store::{Cond, Dims, Doc, Filter, Point, Store, BEHAVIOUR, CODE, FLOAT_INDEXES, IDEA, INTEGER_INDEXES, KEYWORD_INDEXES};
 use super::KbError;
@@ -229,8 +230,8 @@ impl Store for ServerStore {
 
 #[cfg(test)]
 mod tests {
-    //! Retries without a server (the backend itself is tested in tests/kb_server.rs when
-    //! `QDRANT_URL` names one).
+    //! Retries without a server (the backend itself is tested against a real server in
+    //! tests/kb.rs).
     use super::*;
     use std::time::Duration;
 

@@ -1,6 +1,8 @@
 //! Shared test helpers: the real data shipped in ../shared/data.
 #![allow(dead_code)]
 
+pub mod qdrant;
+
 use alphaloop::data::{load, LoadOptions, MarketData};
 use std::path::PathBuf;
 use std::sync::OnceLock;
