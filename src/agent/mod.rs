@@ -758,6 +758,24 @@ impl<'a> Miner<'a> {
         Ok(())
     }
 
+    /// Claim and verify, for miners sharing a server: an accepted record is written first
+    /// and then checked again against every accepted alpha the KB now holds. One accepted
+    /// by another miner since this one's check that it repeats (the novelty rules: rank
+    /// correlation, shared subtree) is a conflict, and this record steps back. Of two
+    /// miners accepting near-identical alphas at once, the later to read back sees the
+    /// other and steps back (both, when each reads after the other's write): never do two
+    /// such alphas both stay. The reason to step back, if any.
+    fn conflict(&self, rec: &AlphaRecord, best: &Candidate) -> Result<Option<String>, AgentError> {
+        if rec.status != Status::Accepted || self.cfg.no_kb {
+            return Ok(None);
+        }
+        let Some(ranks) = &best.ranks else { return Ok(None) };
+        let (ts, te) = self.view.train.span();
+        let exact = crate::kb::novelty::Exact { store: self.rank_store(), candidate: ranks, data: &self.view.data, dates: te - ts };
+        let v = self.kb.check_novelty(&rec.id, rec.kind, &rec.code, best.behaviour.as_deref(), Some(&exact), &self.cfg.novelty)?;
+        Ok(v.reject.map(|r| format!("{r}, accepted by another miner while this one was judged")))
+    }
+
     /// A Python factor through the sandbox (which runs the look-ahead check); a refused
     /// program's verdict, with its trimmed traceback, becomes the candidate's error and so
     /// the writer's next advice.
@@ -1025,6 +1043,14 @@ impl<'a> Miner<'a> {
         rec.cost_usd = self.cfg.price.cost(tokens.0, tokens.1);
         let tk = Instant::now();
         self.kb.put(vec![(rec.clone(), best.behaviour.clone())])?;
+        let status = match (&status, self.conflict(&rec, &best)?) {
+            (Status::Accepted, Some(reason)) => {
+                rec.status = Status::Rejected { reason };
+                self.kb.put(vec![(rec.clone(), best.behaviour.clone())])?;
+                rec.status.clone()
+            }
+            _ => status,
+        };
         self.credit(&best.uses, status == Status::Accepted)?;
         t.kb += tk.elapsed().as_secs_f64();
         Ok(Outcome {

@@ -46,7 +46,14 @@ impl ServerStore {
             vc.add_named_vector_params(IDEA, VectorParamsBuilder::new(dims.text as u64, Distance::Cosine));
             vc.add_named_vector_params(CODE, VectorParamsBuilder::new(dims.text as u64, Distance::Cosine));
             vc.add_named_vector_params(BEHAVIOUR, VectorParamsBuilder::new(dims.behaviour as u64, Distance::Cosine).on_disk(true));
-            s.call(|| s.client.create_collection(CreateCollectionBuilder::new(collection).vectors_config(vc.clone())))?;
+            if let Err(e) = s.call(|| s.client.create_collection(CreateCollectionBuilder::new(collection).vectors_config(vc.clone()))) {
+                // Several miners started on a new collection at once: one of them made it
+                // between this one's check and its create. (Making the indexes twice is
+                // harmless: the server keeps one.)
+                if !s.call(|| s.client.collection_exists(collection))? {
+                    return Err(e);
+                }
+            }
             let kinds = [(KEYWORD_INDEXES, FieldType::Keyword), (INTEGER_INDEXES, FieldType::Integer), (FLOAT_INDEXES, FieldType::Float)];
             for (keys, ty) in kinds {
                 for k in keys {
