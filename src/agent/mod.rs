@@ -13,15 +13,19 @@
 //!
 //! Prompts come from `templates/` and never carry calendar dates or tickers.
 //!
-//! Where each part lives: the writer/judge rounds and the final decision here
-//! ([`Miner::mine_idea`], [`Miner::finish`]); what the writer is shown and how its reply is
-//! read in [`writer`]; the judge's prompt, memory and named weakness in [`judge`]; the
-//! refiner in [`refine`] over the moves of [`variants`], scored by [`search`]; the
-//! acceptance rule's combination in [`accept`] (re-applied to a KB by [`recheck`]); the GP
+//! Where each part lives: the writer/judge rounds and the record of an idea here
+//! ([`Miner::mine_idea`], [`Miner::finish`]); a candidate's rule checks, signal, metrics
+//! and novelty in `evaluate`; the decision on it (bars, novelty, the gain, the check again
+//! after the write) in `decide`; what the writer is shown and how its reply is read in
+//! [`writer`]; the judge's prompt, memory and named weakness in [`judge`]; the refiner in
+//! [`refine`] over the moves of [`variants`], scored by [`search`]; the acceptance rule's
+//! combination in [`accept`] (re-applied to a KB by [`recheck`]); the GP
 //! writer in [`gp`]; ideas, the bandit, new ideas and generation summaries in [`ideas`];
 //! the outer loop's actions (refine an elite, combine two) in [`evolve`].
 
 pub mod accept;
+mod decide;
+mod evaluate;
 pub mod evolve;
 pub mod gp;
 pub mod ideas;
@@ -33,7 +37,6 @@ pub mod variants;
 pub mod writer;
 
 use crate::backtest::{Metrics, MiningView};
-use crate::expr::{evaluate, Compiler, Schema};
 use crate::kb::novelty::NoveltyConfig;
 use crate::kb::{AlphaRecord, BehaviourSample, Kb, Kind, Review, Status};
 use crate::llm::{ChatRequest, LanguageModel, LlmError, Message};
@@ -618,185 +621,6 @@ impl<'a> Miner<'a> {
         Ok(r.text)
     }
 
-    /// Compiles, checks and backtests one expression on train (and valid, kept for the final
-    /// answer only: the judge sees train).
-    fn evaluate(&self, id: &str, code: &str) -> Result<Candidate, AgentError> {
-        if let Some(sb) = &self.sandbox {
-            return self.evaluate_python(sb, id, code);
-        }
-        let mut cand = Candidate::new(code);
-        let parsed = match crate::expr::parse(code) {
-            Ok(e) => e,
-            Err(e) => {
-                cand.error = Some(e.to_string());
-                return Ok(cand);
-            }
-        };
-        if let Some(e) = self.cfg.too_complex(&parsed) {
-            cand.error = Some(e);
-            return Ok(cand);
-        }
-        if let Some(k) = parsed.constant_call() {
-            let at = crate::expr::ExprError::at(code, k.span, "");
-            cand.error = Some(format!("`{}` at {} reads no data: it is one number for every stock and date, so it ranks nothing, and a term made of it changes no ranking; drop it or give it a field", at.fragment(60), at.pos));
-            return Ok(cand);
-        }
-        if let Some(id) = parsed.only_alpha() {
-            cand.error = Some(format!("`alpha:{id}` alone restates that alpha up to sign and scale; build on it instead: combine it with another signal, or change what it measures"));
-            return Ok(cand);
-        }
-        if self.cfg.check_units {
-            if let Err(e) = crate::expr::units::check(&parsed, code) {
-                // Quoted, since a model reads a position poorly.
-                let hint = e.hint.as_deref().map(|h| format!("; {h}")).unwrap_or_default();
-                cand.error = Some(format!("units: {} at {} (`{}`){hint}", e.msg, e.pos, e.fragment(60)));
-                return Ok(cand);
-            }
-        }
-        // `alpha:ID` builds on a record of the KB (the novelty check compares signals, so
-        // `alpha:ID` of an accepted ID alone is a copy of it).
-        let mut c = Compiler::new(Schema::of(&self.view.data), self.kb).with_max_window(self.cfg.max_window);
-        let root = match c.add(code) {
-            Ok(r) => r,
-            Err(e) => {
-                cand.error = Some(e.to_string());
-                return Ok(cand);
-            }
-        };
-        let mut sig = None;
-        evaluate(&c.graph, &[root], &self.view.data, |_, p| sig = Some(p));
-        let Some(sig) = sig else {
-            cand.error = Some("the expression produced no value".into());
-            return Ok(cand);
-        };
-        let mut noisy = None;
-        let noised = self.noised.get_or_init(|| crate::sandbox::lookahead::noised(&self.view.data, self.cutoff, crate::sandbox::lookahead::SEED));
-        evaluate(&c.graph, &[root], noised, |_, p| noisy = Some(p));
-        if let Some(noisy) = noisy {
-            let la = crate::sandbox::lookahead::compare(&self.view.data, &sig, &noisy, self.cutoff);
-            if !la.is_clean() {
-                cand.error = Some(la.to_string());
-            }
-            cand.lookahead = Some(la);
-        }
-        self.score_signal(&mut cand, id, Kind::Expression, &sig)?;
-        Ok(cand)
-    }
-
-    /// What every candidate that produced a signal goes through, whatever wrote it: train
-    /// and valid metrics, the behaviour vector, the coverage rule and the novelty checks.
-    fn score_signal(&self, cand: &mut Candidate, id: &str, kind: Kind, sig: &crate::data::Panel) -> Result<(), AgentError> {
-        let ((train, daily), valid) = rayon::join(|| self.view.train.score_daily(sig), || self.view.valid.score(sig));
-        cand.years = judge::by_year(&self.view.data.dates, &daily);
-        cand.metrics = [("train".to_string(), train), ("valid".to_string(), valid)].into_iter().collect();
-        cand.behaviour = self.sample.vector(&self.view.data, sig);
-        if let Some(m) = cand.metrics.get("train") {
-            if !(m.coverage >= self.cfg.min_coverage) {
-                cand.error = Some(format!("coverage {:.2} on train is below {:.2}", m.coverage, self.cfg.min_coverage));
-            }
-        }
-        let (ts, te) = self.view.train.span();
-        let store = self.rank_store();
-        let ranks = store.rank(sig);
-        if !self.cfg.no_kb {
-            let exact = crate::kb::novelty::Exact { store, candidate: &ranks, data: &self.view.data, dates: te - ts };
-            cand.novelty = Some(self.kb.check_novelty(id, kind, &cand.code, cand.behaviour.as_deref(), Some(&exact), &self.cfg.novelty)?);
-        }
-        cand.ranks = Some(ranks);
-        Ok(())
-    }
-
-    fn rank_store(&self) -> &crate::kb::ranks::RankStore {
-        self.ranks.get_or_init(|| self.kb.rank_store(&self.view.data, self.view.train.span().0, self.view.valid.span().1))
-    }
-
-    /// The accepted set a candidate `id` is combined with (`base`), with signs and ranks.
-    fn members(&self, id: &str) -> Result<Vec<(AlphaRecord, accept::Member)>, AgentError> {
-        let base = self.cfg.base;
-        let set = self.kb.accepted_ranks(self.rank_store(), &self.view.data, |r| r.id != id && (base == Base::Seeds || !r.run_id.is_empty()))?;
-        Ok(set
-            .into_iter()
-            .filter_map(|(r, ranks)| {
-                let sign = train_sign(r.metrics.get("train"))?;
-                let m = accept::Member { sign, id: r.id.clone(), ranks };
-                Some((r, m))
-            })
-            .collect())
-    }
-
-    /// The valid Rank IC of the accepted set's combination (NaN while it is empty).
-    pub fn combination_rank_ic(&self) -> Result<f64, AgentError> {
-        let members: Vec<accept::Member> = self.members("")?.into_iter().map(|(_, m)| m).collect();
-        Ok(self.combiner.rank_ic(self.view, self.rank_store(), &members))
-    }
-
-    /// What `cand` adds to the accepted set's combination on valid, and the reason to
-    /// reject it if that is too little.
-    fn judge_gain(&self, id: &str, cand: &Candidate) -> Result<(crate::kb::Gain, Option<String>), AgentError> {
-        let ranks = cand.ranks.as_ref().ok_or_else(|| AgentError::Invalid("a candidate with metrics has ranks".into()))?;
-        let members: Vec<accept::Member> = self.members(id)?.into_iter().map(|(_, m)| m).collect();
-        let sign = train_sign(cand.metrics.get("train")).unwrap_or(1.0);
-        let g = self.combiner.gain(self.view, self.rank_store(), &members, sign, ranks);
-        let reason = self.cfg.too_little(&g);
-        Ok((g, reason))
-    }
-
-    /// Once `rec` is accepted: every member's leave-one-out contribution to the set that
-    /// now holds it, `rec`'s set on it and the others' rewritten in the store.
-    fn update_contributions(&self, rec: &mut AlphaRecord) -> Result<(), AgentError> {
-        let Some(sign) = train_sign(rec.metrics.get("train")) else { return Ok(()) };
-        let (mut others, mut members): (Vec<AlphaRecord>, Vec<accept::Member>) = self.members(&rec.id)?.into_iter().unzip();
-        // Its ranks, as kept a moment ago.
-        let Some(own) = self.rank_store().get_or_compute(&rec.id, &rec.code, || None)? else { return Ok(()) };
-        members.push(accept::Member { id: rec.id.clone(), sign, ranks: own });
-        let mut gains = self.combiner.contributions(self.view, self.rank_store(), &members);
-        rec.contribution = gains.pop();
-        for (r, g) in others.iter_mut().zip(gains) {
-            r.contribution = Some(g);
-        }
-        self.kb.update(&others)?;
-        Ok(())
-    }
-
-    /// Claim and verify, for miners sharing a server: an accepted record is written first
-    /// and then checked again against every accepted alpha the KB now holds. One accepted
-    /// by another miner since this one's check that it repeats (the novelty rules: rank
-    /// correlation, shared subtree) is a conflict, and this record steps back. Of two
-    /// miners accepting near-identical alphas at once, the later to read back sees the
-    /// other and steps back (both, when each reads after the other's write): never do two
-    /// such alphas both stay. The reason to step back, if any.
-    fn conflict(&self, rec: &AlphaRecord, best: &Candidate) -> Result<Option<String>, AgentError> {
-        if rec.status != Status::Accepted || self.cfg.no_kb {
-            return Ok(None);
-        }
-        let Some(ranks) = &best.ranks else { return Ok(None) };
-        let (ts, te) = self.view.train.span();
-        let exact = crate::kb::novelty::Exact { store: self.rank_store(), candidate: ranks, data: &self.view.data, dates: te - ts };
-        let v = self.kb.check_novelty(&rec.id, rec.kind, &rec.code, best.behaviour.as_deref(), Some(&exact), &self.cfg.novelty)?;
-        Ok(v.reject.map(|r| format!("{r}, accepted by another miner while this one was judged")))
-    }
-
-    /// A Python factor through the sandbox (which runs the look-ahead check); a refused
-    /// program's verdict, with its trimmed traceback, becomes the candidate's error and so
-    /// the writer's next advice.
-    fn evaluate_python(&self, sb: &std::sync::Mutex<crate::sandbox::PySandbox>, id: &str, code: &str) -> Result<Candidate, AgentError> {
-        let mut cand = Candidate::new(code);
-        if code.len() > 8_000 {
-            cand.error = Some(format!("too long: {} characters (limit 8000)", code.len()));
-            return Ok(cand);
-        }
-        let result = sb.lock().unwrap_or_else(|p| p.into_inner()).evaluate(code, None);
-        match result {
-            Ok(ev) => {
-                cand.lookahead = Some(ev.lookahead);
-                self.score_signal(&mut cand, id, Kind::Python, &ev.signal)?;
-            }
-            Err(v) if v.kind == "error" => cand.error = Some(v.message),
-            Err(v) => cand.error = Some(v.to_string()),
-        }
-        Ok(cand)
-    }
-
     /// Runs the inner loop for one idea and stores the outcome in the KB.
     pub fn mine_idea(&self, idea: &Idea, generation: u32, seq: usize) -> Result<Outcome, AgentError> {
         let mut t = Timings::default();
@@ -929,47 +753,6 @@ impl<'a> Miner<'a> {
             .get_or_init(|| search::Searcher::new(self.view, SEARCH_CACHE_BYTES, self.cfg.max_window).map(std::sync::Mutex::new).map_err(|e| e.to_string()))
             .as_ref()
             .map_err(|e| AgentError::Invalid(e.clone()))
-    }
-
-    /// Whether a candidate is accepted: its error, the novelty checks and the stand-alone
-    /// bars first, then (the `gain` rule) what it adds to the accepted set's combination.
-    fn decide(&self, id: &str, best: &Candidate) -> Result<(Status, Option<crate::kb::Gain>), AgentError> {
-        let status = if let Some(e) = &best.error {
-            Status::Error { message: e.clone() }
-        } else if let Some(r) = best.novelty.as_ref().and_then(|v| v.reject.clone()) {
-            Status::Rejected { reason: r }
-        } else if let Some(reason) = self.cfg.below_bars(&best.metrics) {
-            Status::Rejected { reason }
-        } else {
-            Status::Accepted
-        };
-        if status != Status::Accepted || self.cfg.accept != Accept::Gain {
-            return Ok((status, None));
-        }
-        let (g, reason) = self.judge_gain(id, best)?;
-        Ok((reason.map_or(Status::Accepted, |reason| Status::Rejected { reason }), Some(g)))
-    }
-
-    /// What the loop would decide for expression `code` as candidate `id`, without storing
-    /// anything: the rule checks, metrics, novelty and the acceptance rule.
-    pub fn judge_expression(&self, id: &str, code: &str) -> Result<Judged, AgentError> {
-        let cand = self.evaluate(id, code)?;
-        let (status, gain) = self.decide(id, &cand)?;
-        Ok(Judged { status, gain, novelty: cand.novelty.map(|v| v.novelty), metrics: cand.metrics })
-    }
-
-    /// [`judge_expression`](Self::judge_expression) for a signal computed elsewhere (a null
-    /// model's shuffle, a program's output), with its gain measured whatever the decision
-    /// (a null model reports the gain of every draw, not only of those the bars let by).
-    pub fn judge_signal(&self, id: &str, code: &str, sig: &crate::data::Panel) -> Result<(Judged, crate::kb::Gain), AgentError> {
-        let mut cand = Candidate::new(code);
-        self.score_signal(&mut cand, id, Kind::Expression, sig)?;
-        let (status, gain) = self.decide(id, &cand)?;
-        let measured = match &gain {
-            Some(g) => g.clone(),
-            None => self.judge_gain(id, &cand)?.0,
-        };
-        Ok((Judged { status, gain, novelty: cand.novelty.map(|v| v.novelty), metrics: cand.metrics }, measured))
     }
 
     /// The final answer of an idea: evaluated on train and valid (never test), a lesson
