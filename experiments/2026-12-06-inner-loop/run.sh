@@ -49,9 +49,11 @@ arm() { # name binary source-dir [mine args...]
     local name="$1" bin="$2" src="$3"; shift 3
     local runs="$work/runs" kb="$work/kb-$name"
     if [ -f "$here/$name.json" ]; then return 0; fi
-    local resume=(--run-id "$name")
+    # The 50 ideas are given at the start only: a resumed run goes on to its own 50 (given
+    # again, they would be 50 more).
+    local resume=(--run-id "$name" --ideas 50)
     if [ -d "$runs/$name" ]; then resume=(--resume "$name"); else rm -rf "$kb"; cp -r "$work/seeds" "$kb"; fi
-    (cd "$src" && ALPHALOOP_RUNS="$runs" "$bin" mine --kb "$kb" --ideas 50 --llm-threads 1 --json "${resume[@]}" "$@" > "$work/$name.json.part")
+    (cd "$src" && ALPHALOOP_RUNS="$runs" "$bin" mine --kb "$kb" --llm-threads 1 --json "${resume[@]}" "$@" > "$work/$name.json.part")
     mv "$work/$name.json.part" "$here/$name.json"
     cp "$runs/$name/replies.jsonl" "$here/$name.replies.jsonl"
     cp "$runs/$name/log.jsonl" "$here/$name.log.jsonl"

@@ -1,6 +1,8 @@
 """Summarises the arms of run.sh: one markdown table from each arm's run summary
 (ARM.json), its recorded replies (ARM.replies.jsonl) and its records (exported from the
-arm's KB with the `after` binary).
+arm's KB with the `after` binary), over each arm's first 50 ideas (the `before` run went on
+to 60: resumed with `--ideas 50` given again, which means 50 more). The columns read off
+the recorded replies (citing, alpha:, the model's speeds) count every reply of the run.
 
 Columns: ideas, accepted alphas, attempts (candidates whose valid metrics were computed),
 the accepted set's signed-mean combination's valid Rank IC before the run (the seeds) and
@@ -17,6 +19,7 @@ from statistics import median
 here = sys.argv[1]
 work = os.path.expanduser(os.environ.get("ALPHALOOP_CACHE", "~/.cache/alphaloop")) + "/experiments/2026-12-06-inner-loop"
 arms = ["before", "after-small"]
+IDEAS = 50
 
 
 def records(arm):
@@ -61,8 +64,11 @@ for arm in arms:
     if not os.path.exists(f"{here}/{arm}.json"):
         continue
     s = json.load(open(f"{here}/{arm}.json"))
-    recs = records(arm)
-    rounds = sum(o["rounds"] for o in s["outcomes"]) or 1
+    # The first 50 ideas: an arm resumed with --ideas given again ran on past them.
+    outcomes = s["outcomes"][:IDEAS]
+    ids = {o["record_id"] for o in outcomes}
+    recs = [r for r in records(arm) if r["id"] in ids]
+    rounds = sum(o["rounds"] for o in outcomes) or 1
     rules = sum(1 for r in recs for v in r.get("reviews", []) if v["reviewer"] == "rules")
     replies = [json.loads(l) for l in open(f"{here}/{arm}.replies.jsonl")]
     writer = [v for v in replies if "writes formulaic" in v.get("request", {}).get("system", "")]
@@ -71,9 +77,11 @@ for arm in arms:
     refs = sum(1 for v in writer if "alpha:" in text(v))
     before, after = combination(recs)
     pp, gen = speeds(f"{here}/{arm}.replies.jsonl")
-    tokens = sum(o["prompt_tokens"] + o["completion_tokens"] for o in s["outcomes"])
-    secs = median([sum(o["timings"].values()) for o in s["outcomes"]])
-    rows.append([arm, s["ideas"], s["accepted"], s["attempts"], f"{before:.4f}", f"{after:.4f}", f"{rules}/{rounds}", f"{cites}/{len(writer)}", f"{refs}/{len(writer)}", f"{tokens:,}", f"{pp:.0f}", f"{gen:.1f}", f"{secs:.1f}"])
+    tokens = sum(o["prompt_tokens"] + o["completion_tokens"] for o in outcomes)
+    secs = median([sum(o["timings"].values()) for o in outcomes])
+    accepted = sum(o["status"] == "accepted" for o in outcomes)
+    attempts = sum(o.get("attempts") or (o.get("valid_rank_ic") is not None) for o in outcomes)
+    rows.append([arm, len(outcomes), accepted, attempts, f"{before:.4f}", f"{after:.4f}", f"{rules}/{rounds}", f"{cites}/{len(writer)}", f"{refs}/{len(writer)}", f"{tokens:,}", f"{pp:.0f}", f"{gen:.1f}", f"{secs:.1f}"])
 
 head = ["arm", "ideas", "accepted", "attempts", "combination valid Rank IC before", "after", "rule failures / rounds", "writer citing", "writer using alpha:", "tokens", "prompt tok/s", "gen tok/s", "median s / idea"]
 print("| " + " | ".join(head) + " |")
