@@ -13,7 +13,7 @@ and generation speeds (a least-squares fit of each call's seconds to its uncache
 tokens and its generated tokens), and the median seconds of an idea (writer, judge,
 evaluation and KB; a median, so an idea in flight while the runs were paused for another
 job does not move it)."""
-import json, os, subprocess, sys
+import gzip, json, os, subprocess, sys
 from statistics import median
 
 here = sys.argv[1]
@@ -29,9 +29,14 @@ def records(arm):
     return [r for r in recs if r.get("run_id") == arm]
 
 
+def lines(path):
+    """The lines of a recorded replies file, kept gzipped in the repository."""
+    return gzip.open(path + ".gz", "rt") if os.path.exists(path + ".gz") else open(path)
+
+
 def speeds(path):
     rows = []
-    for line in open(path):
+    for line in lines(path):
         r = json.loads(line).get("reply", {})
         if r.get("seconds", 0) > 0:
             rows.append((r["prompt_tokens"] - r.get("cached_tokens", 0), r["completion_tokens"], r["seconds"]))
@@ -70,7 +75,7 @@ for arm in arms:
     recs = [r for r in records(arm) if r["id"] in ids]
     rounds = sum(o["rounds"] for o in outcomes) or 1
     rules = sum(1 for r in recs for v in r.get("reviews", []) if v["reviewer"] == "rules")
-    replies = [json.loads(l) for l in open(f"{here}/{arm}.replies.jsonl")]
+    replies = [json.loads(l) for l in lines(f"{here}/{arm}.replies.jsonl")]
     writer = [v for v in replies if "writes formulaic" in v.get("request", {}).get("system", "")]
     text = lambda v: v.get("reply", {}).get("text", "")
     cites = sum(1 for v in writer if "USES:" in text(v) and "USES: none" not in text(v))
