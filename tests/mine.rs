@@ -775,6 +775,15 @@ fn two_miners_on_one_server_never_both_keep_a_copy() {
     eprintln!("{} accepted, {stepped_back} stepped back for the other miner's copy", accepted.len());
 }
 
+/// One idea mined as `run_id` with the scripted endpoint at `url`: the idea's outcome, the
+/// run having succeeded.
+fn scripted_idea(cfg: &Path, runs: &Path, url: &str, run_id: &str) -> serde_json::Value {
+    let out = mine(cfg, runs, &["--llm", "openai:scripted", "--ideas", "1", "--run-id", run_id, "--json"]).env("OPENAI_BASE_URL", url).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json summary");
+    s["outcomes"][0].clone()
+}
+
 /// A term that reads no data (`scale(19.9)`: one number for every stock and date, which
 /// small models append to a formula) fails the rule checks with its place, before any
 /// backtest, and the writer's next prompt says so.
@@ -784,10 +793,7 @@ fn a_term_that_reads_no_data_fails_the_rule_checks() {
     let dir = tempfile::tempdir().expect("tmp");
     let cfg = config(dir.path(), &common::shared("data/sp500_sample.parquet"));
     let runs = dir.path().join("runs");
-    let out = mine(&cfg, &runs, &["--llm", "openai:scripted", "--ideas", "1", "--run-id", "dead", "--json"]).env("OPENAI_BASE_URL", &url).output().expect("runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let s: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json summary");
-    let o = &s["outcomes"][0];
+    let o = &scripted_idea(&cfg, &runs, &url, "dead");
     assert_eq!(o["status"], "error", "{o}");
     let want = "`scale(19.9)` at 33 reads no data";
     assert!(o["reason"].as_str().is_some_and(|r| r.starts_with(want)), "{o}");
@@ -806,10 +812,7 @@ fn a_candidate_that_mixes_units_fails_the_rule_checks_unless_turned_off() {
     let dir = tempfile::tempdir().expect("tmp");
     let cfg = config(dir.path(), &common::shared("data/sp500_sample.parquet"));
     let runs = dir.path().join("runs");
-    let out = mine(&cfg, &runs, &["--llm", "openai:scripted", "--ideas", "1", "--run-id", "units", "--json"]).env("OPENAI_BASE_URL", &url).output().expect("runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let s: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json summary");
-    let o = &s["outcomes"][0];
+    let o = &scripted_idea(&cfg, &runs, &url, "units");
     assert_eq!(o["status"], "error", "{o}");
     assert!(o["reason"].as_str().is_some_and(|r| r.starts_with("units: subtracts a dollar amount from a pure number at 6 (`returns - adv20`); scale one side first")), "{o}");
     assert!(o["train_rank_ic"].is_null(), "a candidate that fails the rules is not backtested: {o}");
@@ -832,10 +835,7 @@ fn a_candidate_that_mixes_units_fails_the_rule_checks_unless_turned_off() {
 
     let base = std::fs::read_to_string(&cfg).expect("config");
     std::fs::write(&cfg, format!("{base}\n[mine]\ncheck_units = false\n")).expect("config");
-    let out = mine(&cfg, &runs, &["--llm", "openai:scripted", "--ideas", "1", "--run-id", "off", "--json"]).env("OPENAI_BASE_URL", &url).output().expect("runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let s: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json summary");
-    let o = &s["outcomes"][0];
+    let o = &scripted_idea(&cfg, &runs, &url, "off");
     assert!(o["status"] != "error" && o["train_rank_ic"].as_f64().is_some(), "backtested when the check is off: {o}");
     let replies = std::fs::read_to_string(runs.join("off/replies.jsonl")).expect("replies");
     assert!(!replies.contains("Add, subtract and compare only like quantities"), "the rule is not in the prompt when off");

@@ -64,15 +64,15 @@ impl Miner<'_> {
     /// correlation, shared subtree) is a conflict, and this record steps back. Of two
     /// miners accepting near-identical alphas at once, the later to read back sees the
     /// other and steps back (both, when each reads after the other's write): never do two
-    /// such alphas both stay. The reason to step back, if any.
+    /// such alphas both stay. The reason to step back, if any. An embedded store has one
+    /// writer (a second process is refused), so there nothing can have changed since the
+    /// check and it is not read again.
     pub(super) fn conflict(&self, rec: &AlphaRecord, best: &Candidate) -> Result<Option<String>, AgentError> {
-        if rec.status != Status::Accepted || self.cfg.no_kb {
+        if rec.status != Status::Accepted || self.cfg.no_kb || !self.kb.shared() {
             return Ok(None);
         }
         let Some(ranks) = &best.ranks else { return Ok(None) };
-        let (ts, te) = self.view.train.span();
-        let exact = crate::kb::novelty::Exact { store: self.rank_store(), candidate: ranks, data: &self.view.data, dates: te - ts };
-        let v = self.kb.check_novelty(&rec.id, rec.kind, &rec.code, best.behaviour.as_deref(), Some(&exact), &self.cfg.novelty)?;
+        let v = self.novelty(&rec.id, rec.kind, &rec.code, best.behaviour.as_deref(), ranks)?;
         Ok(v.reject.map(|r| format!("{r}, accepted by another miner while this one was judged")))
     }
 

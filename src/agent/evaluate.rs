@@ -85,15 +85,20 @@ impl Miner<'_> {
                 cand.error = Some(format!("coverage {:.2} on train is below {:.2}", m.coverage, self.cfg.min_coverage));
             }
         }
-        let (ts, te) = self.view.train.span();
-        let store = self.rank_store();
-        let ranks = store.rank(sig);
+        let ranks = self.rank_store().rank(sig);
         if !self.cfg.no_kb {
-            let exact = crate::kb::novelty::Exact { store, candidate: &ranks, data: &self.view.data, dates: te - ts };
-            cand.novelty = Some(self.kb.check_novelty(id, kind, &cand.code, cand.behaviour.as_deref(), Some(&exact), &self.cfg.novelty)?);
+            cand.novelty = Some(self.novelty(id, kind, &cand.code, cand.behaviour.as_deref(), &ranks)?);
         }
         cand.ranks = Some(ranks);
         Ok(())
+    }
+
+    /// The novelty checks of a candidate with these ranks against the accepted set as the
+    /// KB holds it now, the rank correlation exact over the train panel.
+    pub(super) fn novelty(&self, id: &str, kind: Kind, code: &str, behaviour: Option<&[f32]>, ranks: &crate::kb::ranks::Ranks) -> Result<crate::kb::novelty::Verdict, AgentError> {
+        let (ts, te) = self.view.train.span();
+        let exact = crate::kb::novelty::Exact { store: self.rank_store(), candidate: ranks, data: &self.view.data, dates: te - ts };
+        Ok(self.kb.check_novelty(id, kind, code, behaviour, Some(&exact), &self.cfg.novelty)?)
     }
 
     /// A Python factor through the sandbox (which runs the look-ahead check); a refused

@@ -180,6 +180,11 @@ impl Kb {
         self.store.location()
     }
 
+    /// Whether other processes may write this KB at the same time (a server collection).
+    pub fn shared(&self) -> bool {
+        self.store.shared()
+    }
+
     /// The ranked signals of dates `start..end` of `data`, kept beside this knowledge base.
     pub fn rank_store(&self, data: &crate::data::MarketData, start: usize, end: usize) -> ranks::RankStore {
         ranks::RankStore::new(&self.ranks_base, data, start, end)

@@ -233,6 +233,10 @@ impl Store for ServerStore {
     fn location(&self) -> String {
         format!("{}/{}", self.url.replace("http://", "qdrant://"), self.collection)
     }
+
+    fn shared(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

@@ -107,4 +107,9 @@ pub trait Store: Send + Sync {
     fn dims(&self) -> Dims;
     /// Where it lives (for messages).
     fn location(&self) -> String;
+    /// Whether other processes may write it at the same time (a server collection; an
+    /// embedded store refuses a second process).
+    fn shared(&self) -> bool {
+        false
+    }
 }
