@@ -1,13 +1,20 @@
 use clap::Parser;
 
-/// Rust ignores SIGPIPE, so `alphaloop ... | head` would panic on a closed pipe; restore
-/// the default so the process simply ends, as other command-line tools do.
+/// Rust ignores SIGPIPE, and sockets need it so: with the default disposition a Qdrant
+/// server or model endpoint that went away mid-write killed a miner outright (exit 141, no
+/// message) instead of giving the error its retries wait out. A closed stdout pipe
+/// (`alphaloop ... | head`) then makes printing panic; this ends the process quietly
+/// instead, with the code a shell gives a process the pipe ended, as other tools do.
 fn quiet_on_closed_pipe() {
-    #[cfg(unix)]
-    // SAFETY: resetting a signal disposition to its default before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let p = info.payload();
+        let msg = p.downcast_ref::<String>().map(String::as_str).or_else(|| p.downcast_ref::<&str>().copied()).unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info)
+    }));
 }
 
 #[global_allocator]

@@ -734,47 +734,6 @@ fn a_run_does_not_depend_on_its_id_and_a_high_score_below_the_bar_goes_on() {
     }
 }
 
-/// Two miners on one server collection, in lockstep: `--writer gp` with the same seed
-/// finds the same alphas in the same order, so each is judged by both at about the same
-/// moment, each check before the other's write. Claim and verify keeps the novelty rule
-/// across them: no accepted formula is accepted twice, and every accepted pair stays
-/// below the correlation bar; every record of both runs is there once.
-#[test]
-fn two_miners_on_one_server_never_both_keep_a_copy() {
-    let server = common::qdrant::Server::start();
-    let dir = tempfile::tempdir().expect("tmp");
-    let cfg = config(dir.path(), &common::shared("data/sp500_sample.parquet"));
-    let base = std::fs::read_to_string(&cfg).expect("config");
-    // Bars lowered so that the sample's genetic candidates get in and collide.
-    std::fs::write(&cfg, format!("{base}\n[mine]\nmin_gain_t = -100\nmin_train_rank_ic = -1\nmin_valid_rank_ic = -1\n")).expect("config");
-    let runs = dir.path().join("runs");
-    let kb = server.collection("team");
-    let start = |id: &str| mine(&cfg, &runs, &["--writer", "gp", "--ideas", "8", "--seed", "7", "--kb", &kb, "--run-id", id, "--json"]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().expect("starts");
-    let (a, b) = (start("left"), start("right"));
-    for c in [a, b] {
-        let out = c.wait_with_output().expect("runs");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    }
-    let kb = Kb::open(&kb.parse().expect("location"), alphaloop::kb::default_embedder(None).expect("model")).expect("kb");
-    let all = kb.records(&Filter::new()).expect("records");
-    for run in ["left", "right"] {
-        let n = all.iter().filter(|r| r.run_id == run).count();
-        assert_eq!(n, 8, "{run}: every idea's record, once");
-    }
-    let accepted: Vec<_> = all.iter().filter(|r| r.status.keyword() == "accepted").collect();
-    let mut codes: Vec<&str> = accepted.iter().map(|r| r.code.as_str()).collect();
-    codes.sort();
-    let n = codes.len();
-    codes.dedup();
-    assert_eq!(codes.len(), n, "a formula accepted twice: {accepted:#?}");
-    let stepped_back = all.iter().filter(|r| r.status.reason().contains("accepted by another miner while this one was judged")).count();
-    // In lockstep both miners often read after both wrote, and both step back: safe, and
-    // the only cost of the protocol. Something was accepted or stepped back, or the run
-    // tested nothing.
-    assert!(accepted.len() + stepped_back > 0, "nothing got past the bars: {all:#?}");
-    eprintln!("{} accepted, {stepped_back} stepped back for the other miner's copy", accepted.len());
-}
-
 /// One idea mined as `run_id` with the scripted endpoint at `url`: the idea's outcome, the
 /// run having succeeded.
 fn scripted_idea(cfg: &Path, runs: &Path, url: &str, run_id: &str) -> serde_json::Value {

@@ -37,6 +37,10 @@ pub struct Config {
     /// 4 s … up to 60 s, or what the server's Retry-After asks. An endpoint that has never
     /// answered is given up on after 30 s: that is usually a wrong URL or key.
     pub retry_minutes: Option<f64>,
+    /// How `kb` and `mine` lay out a collection they create on a Qdrant server or cluster
+    /// (`[qdrant] shards = 3, replication_factor = 2`); an existing one keeps its own.
+    #[serde(default)]
+    pub qdrant: crate::kb::server::Layout,
     /// Fields of your data the expression writer may use beside the standard ones (open,
     /// high, low, close, volume, returns, vwap, advN), e.g. `writer_fields = ["cap",
     /// "pe_ratio"]`: each must be a column of the data (as `alphaloop data info` lists it).
@@ -302,6 +306,11 @@ impl Config {
         let cfg: Config = toml::from_str(&text).with_context(|| format!("{}: invalid config", path.display()))?;
         if let Some(m) = cfg.retry_minutes.filter(|m| !(m.is_finite() && *m >= 0.0)) {
             bail!("{}: invalid config: retry_minutes = {m}; give a number of minutes, 0 or more", path.display());
+        }
+        for (k, v) in [("shards", cfg.qdrant.shards), ("replication_factor", cfg.qdrant.replication_factor)] {
+            if v == Some(0) {
+                bail!("{}: invalid config: [qdrant] {k} = 0; give 1 or more", path.display());
+            }
         }
         cfg.mine.check().map_err(|e| anyhow::anyhow!("{}: invalid config: [mine] {e}", path.display()))?;
         if let Some(c) = cfg.cost_bps {

@@ -193,7 +193,7 @@ pub fn open(flag: Option<&str>, cfg: &Config, create: bool) -> Result<Kb> {
             bail!("no knowledge base at {}: `alphaloop kb import FILE` or `alphaloop mine` makes one", dir.display());
         }
     }
-    Ok(Kb::open_with(&loc, embedder(cfg)?, crate::llm::retry::Patience::from_minutes(cfg.retry_minutes))?)
+    Ok(Kb::open_with(&loc, embedder(cfg)?, crate::llm::retry::Patience::from_minutes(cfg.retry_minutes), &cfg.qdrant)?)
 }
 
 /// The knowledge base as an `alpha:ID` resolver, opened at the first id that nothing

@@ -427,6 +427,18 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
     // been scored at this run's label.
     let (h, g) = view.label();
     crate::kb::AlphaRecord::same_label(&kb.records(&crate::kb::Filter::new().is("status", "accepted"))?, h, g, "this run").map_err(anyhow::Error::msg)?;
+    if args.resume.is_some() {
+        // A run killed between storing a record and logging it left a record that no log
+        // line names; its sequence number is mined again, so the record goes rather than
+        // stand beside (or be silently replaced by) a different idea's.
+        let logged: std::collections::HashSet<&str> = done.iter().map(|o| o.record_id.as_str()).collect();
+        for r in kb.records(&crate::kb::Filter::new().is("run_id", run_id.as_str()))? {
+            if !logged.contains(r.id.as_str()) {
+                tracing::info!("{}: stored but never logged by the run that was stopped; removed", r.id);
+                kb.remove(&r.id)?;
+            }
+        }
+    }
     let sample = kb.behaviour_sample(&view.data, &splits)?;
     let (gp, python) = match args.writer() {
         "llm" => (false, false),

@@ -60,8 +60,9 @@ pub enum KbError {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Location {
     Dir(PathBuf),
-    /// `qdrant://host:port/collection` (gRPC port, 6334 by default).
-    Server { url: String, collection: String },
+    /// `qdrant://host:port/collection` (gRPC port, 6334 by default), or
+    /// `qdrant://a:6334,b:6334/collection` for the nodes of a cluster, tried in turn.
+    Server { urls: Vec<String>, collection: String },
 }
 
 impl std::str::FromStr for Location {
@@ -72,9 +73,15 @@ impl std::str::FromStr for Location {
             if host.is_empty() {
                 return Err(format!("'{s}': expected qdrant://host:port/collection"));
             }
-            let host = if host.contains(':') { host.to_string() } else { format!("{host}:6334") };
+            let mut urls = Vec::new();
+            for h in host.split(',') {
+                if h.is_empty() {
+                    return Err(format!("'{s}': an empty host in the list; expected qdrant://host:port,host:port/collection"));
+                }
+                urls.push(if h.contains(':') { format!("http://{h}") } else { format!("http://{h}:6334") });
+            }
             let coll = if coll.is_empty() { "alphaloop" } else { coll };
-            return Ok(Location::Server { url: format!("http://{host}"), collection: coll.to_string() });
+            return Ok(Location::Server { urls, collection: coll.to_string() });
         }
         Ok(Location::Dir(PathBuf::from(s)))
     }
@@ -125,16 +132,16 @@ impl Kb {
     /// Opens (creating if needed) the knowledge base at `loc`; a server's transient
     /// failures are retried as [`Patience::default`] allows.
     pub fn open(loc: &Location, embedder: Arc<dyn Embedder>) -> Result<Kb, KbError> {
-        Kb::open_with(loc, embedder, crate::llm::retry::Patience::default())
+        Kb::open_with(loc, embedder, crate::llm::retry::Patience::default(), &server::Layout::default())
     }
 
     /// [`open`](Self::open), with a server's retries as `patience` allows (the config's
-    /// `retry_minutes`).
-    pub fn open_with(loc: &Location, embedder: Arc<dyn Embedder>, patience: crate::llm::retry::Patience) -> Result<Kb, KbError> {
+    /// `retry_minutes`), and a collection it creates laid out as `layout` says.
+    pub fn open_with(loc: &Location, embedder: Arc<dyn Embedder>, patience: crate::llm::retry::Patience, layout: &server::Layout) -> Result<Kb, KbError> {
         let dims = Dims { text: embedder.dim(), behaviour: behaviour::DIM };
         let store: Box<dyn Store> = match loc {
             Location::Dir(d) => Box::new(edge::EdgeStore::open(d, dims)?),
-            Location::Server { url, collection } => Box::new(server::ServerStore::open(url, collection, dims, patience)?),
+            Location::Server { urls, collection } => Box::new(server::ServerStore::open(urls, collection, dims, patience, layout)?),
         };
         let mut kb = Kb::with_store(store, embedder)?;
         if let Location::Dir(d) = loc {

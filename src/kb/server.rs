@@ -3,6 +3,9 @@
 //! that fail because the server is unreachable, overloaded or restarting are retried as
 //! the config's `retry_minutes` allows ([`Patience`]); writes are upserts by id, so a
 //! repeated one stores the same thing.
+//! `qdrant://a:6334,b:6334/collection` names several nodes of one cluster: a call that
+//! fails on one goes to the next, so a miner keeps going while the node it spoke to is
+//! down (the collection's replicas on the other nodes hold its data).
 //! Tested against a real server (Qdrant 1.18.3, started by the tests, or the one
 //! `QDRANT_URL` names) with the same record and `kb` contract as the embedded store.
 
@@ -18,11 +21,28 @@ use crate::llm::retry::{Failure, GaveUp, Patience};
 use qdrant_client::{Payload, Qdrant, QdrantError};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// How a new collection is laid out over a cluster's nodes (`[qdrant]` in the config).
+/// Unset, the server's defaults: one shard per node, one copy of each.
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Layout {
+    /// Shards the collection is split into.
+    pub shards: Option<u32>,
+    /// Copies of each shard, on distinct nodes: with 2, any one node may go down and
+    /// nothing acknowledged is lost.
+    pub replication_factor: Option<u32>,
+}
 
 pub struct ServerStore {
-    client: Qdrant,
+    /// One client per node named in the location, tried in turn.
+    clients: Vec<Qdrant>,
+    /// The node the calls go to now (an index into `clients`, moved on by a failure).
+    at: AtomicUsize,
     rt: tokio::runtime::Runtime,
-    url: String,
+    /// `http://host:port` of each node.
+    urls: Vec<String>,
     collection: String,
     dims: Dims,
     patience: Patience,
@@ -30,34 +50,39 @@ pub struct ServerStore {
 
 impl ServerStore {
     /// Connects, creating the collection (with its vectors and payload indexes) if needed.
-    pub fn open(url: &str, collection: &str, dims: Dims, patience: Patience) -> Result<ServerStore, KbError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| KbError::Engine { location: url.into(), msg: e.to_string() })?;
-        let client = Qdrant::from_url(url)
-            .timeout(std::time::Duration::from_secs(30))
-            .build()
-            .map_err(|e| KbError::Engine { location: url.into(), msg: e.to_string() })?;
-        let s = ServerStore { client, rt, url: url.into(), collection: collection.into(), dims, patience };
-        let exists = s.call(|| s.client.collection_exists(collection))?;
+    pub fn open(urls: &[String], collection: &str, dims: Dims, patience: Patience, layout: &Layout) -> Result<ServerStore, KbError> {
+        let failed = |e: &dyn std::fmt::Display| KbError::Engine { location: urls.join(","), msg: e.to_string() };
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| failed(&e))?;
+        let clients = urls
+            .iter()
+            .map(|u| Qdrant::from_url(u).timeout(std::time::Duration::from_secs(30)).build().map_err(|e| failed(&e)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let s = ServerStore { clients, at: AtomicUsize::new(0), rt, urls: urls.to_vec(), collection: collection.into(), dims, patience };
+        let exists = s.call(|c| c.collection_exists(collection))?;
         if !exists {
             let mut vc = VectorsConfigBuilder::default();
             vc.add_named_vector_params(IDEA, VectorParamsBuilder::new(dims.text as u64, Distance::Cosine));
             vc.add_named_vector_params(CODE, VectorParamsBuilder::new(dims.text as u64, Distance::Cosine));
             vc.add_named_vector_params(BEHAVIOUR, VectorParamsBuilder::new(dims.behaviour as u64, Distance::Cosine).on_disk(true));
-            if let Err(e) = s.call(|| s.client.create_collection(CreateCollectionBuilder::new(collection).vectors_config(vc.clone()))) {
+            let mut create = CreateCollectionBuilder::new(collection).vectors_config(vc);
+            if let Some(n) = layout.shards {
+                create = create.shard_number(n);
+            }
+            if let Some(n) = layout.replication_factor {
+                create = create.replication_factor(n);
+            }
+            if let Err(e) = s.call(|c| c.create_collection(create.clone())) {
                 // Several miners started on a new collection at once: one of them made it
                 // between this one's check and its create. (Making the indexes twice is
                 // harmless: the server keeps one.)
-                if !s.call(|| s.client.collection_exists(collection))? {
+                if !s.call(|c| c.collection_exists(collection))? {
                     return Err(e);
                 }
             }
             let kinds = [(KEYWORD_INDEXES, FieldType::Keyword), (INTEGER_INDEXES, FieldType::Integer), (FLOAT_INDEXES, FieldType::Float)];
             for (keys, ty) in kinds {
                 for k in keys {
-                    s.call(|| s.client.create_field_index(CreateFieldIndexCollectionBuilder::new(collection, *k, ty).wait(true)))?;
+                    s.call(|c| c.create_field_index(CreateFieldIndexCollectionBuilder::new(collection, *k, ty).wait(true)))?;
                 }
             }
         }
@@ -68,13 +93,33 @@ impl ServerStore {
         KbError::Engine { location: self.location(), msg: e.to_string() }
     }
 
-    /// Runs one request (built afresh for each attempt), retrying transient failures.
-    fn call<T, F: std::future::Future<Output = Result<T, QdrantError>>>(&self, request: impl Fn() -> F) -> Result<T, KbError> {
-        match self.patience.run(|| self.rt.block_on(request()).map_err(classify)) {
+    /// Runs one request (built afresh for each attempt) on the current node, retrying
+    /// transient failures, each retry on the next node named.
+    fn call<'a, T, F: std::future::Future<Output = Result<T, QdrantError>>>(&'a self, request: impl Fn(&'a Qdrant) -> F) -> Result<T, KbError> {
+        let attempt = || {
+            let i = self.at.load(Ordering::Relaxed) % self.clients.len();
+            self.rt.block_on(request(&self.clients[i])).map_err(|e| {
+                let f = classify(e);
+                if matches!(f, Failure::Transient { .. }) && self.clients.len() > 1 {
+                    let next = (i + 1) % self.clients.len();
+                    tracing::warn!("{}: {}; trying {}", self.urls[i], failure_text(&f), self.urls[next]);
+                    self.at.store(next, Ordering::Relaxed);
+                }
+                f
+            })
+        };
+        match self.patience.run(attempt) {
             Ok(v) => Ok(v),
             Err(GaveUp::Fatal(e)) => Err(self.err(e)),
             Err(GaveUp::Exhausted(x)) => Err(self.err(x)),
         }
+    }
+}
+
+fn failure_text<E>(f: &Failure<E>) -> &str {
+    match f {
+        Failure::Transient { msg, .. } | Failure::Again(msg) => msg,
+        Failure::Fatal(_) => "failed",
     }
 }
 
@@ -152,14 +197,14 @@ impl Store for ServerStore {
                 PointStruct::new(p.id, v, Payload::from(p.payload))
             })
             .collect();
-        self.call(|| self.client.upsert_points(UpsertPointsBuilder::new(&self.collection, pts.clone()).wait(true)))?;
+        self.call(|c| c.upsert_points(UpsertPointsBuilder::new(&self.collection, pts.clone()).wait(true)))?;
         Ok(())
     }
 
     fn get(&self, ids: &[u64], with_vectors: bool) -> Result<Vec<Doc>, KbError> {
         let ids: Vec<PointId> = ids.iter().map(|&i| i.into()).collect();
-        let r = self.call(|| {
-            self.client
+        let r = self.call(|c| {
+            c
                 .get_points(GetPointsBuilder::new(&self.collection, ids.clone()).with_payload(true).with_vectors(with_vectors))
         })?;
         Ok(r.result
@@ -170,8 +215,8 @@ impl Store for ServerStore {
 
     fn delete(&self, ids: &[u64]) -> Result<(), KbError> {
         let ids: Vec<PointId> = ids.iter().map(|&i| i.into()).collect();
-        self.call(|| {
-            self.client
+        self.call(|c| {
+            c
                 .delete_points(DeletePointsBuilder::new(&self.collection).points(PointsIdsList { ids: ids.clone() }).wait(true))
         })?;
         Ok(())
@@ -188,7 +233,7 @@ impl Store for ServerStore {
             if let Some(o) = offset.take() {
                 b = b.offset(o);
             }
-            let r = self.call(|| self.client.scroll(b.clone()))?;
+            let r = self.call(|c| c.scroll(b.clone()))?;
             out.extend(
                 r.result
                     .into_iter()
@@ -210,7 +255,7 @@ impl Store for ServerStore {
         if let Some(flt) = filter(f) {
             b = b.filter(flt);
         }
-        let r = self.call(|| self.client.search_points(b.clone()))?;
+        let r = self.call(|c| c.search_points(b.clone()))?;
         Ok(r.result
             .into_iter()
             .map(|p| (p.score, doc(p.id, p.payload, p.vectors)))
@@ -222,7 +267,7 @@ impl Store for ServerStore {
         if let Some(flt) = filter(f) {
             b = b.filter(flt);
         }
-        let r = self.call(|| self.client.count(b.clone()))?;
+        let r = self.call(|c| c.count(b.clone()))?;
         Ok(r.result.map(|c| c.count as usize).unwrap_or(0))
     }
 
@@ -231,7 +276,8 @@ impl Store for ServerStore {
     }
 
     fn location(&self) -> String {
-        format!("{}/{}", self.url.replace("http://", "qdrant://"), self.collection)
+        let hosts: Vec<&str> = self.urls.iter().map(|u| u.trim_start_matches("http://")).collect();
+        format!("qdrant://{}/{}", hosts.join(","), self.collection)
     }
 
     fn shared(&self) -> bool {
@@ -267,7 +313,7 @@ mod tests {
         (p.first_contact, p.first_wait, p.max_wait) = (Duration::from_millis(300), Duration::from_millis(10), Duration::from_millis(40));
         let t0 = std::time::Instant::now();
         let url = format!("http://127.0.0.1:{port}");
-        let msg = ServerStore::open(&url, "c", Dims { text: 4, behaviour: 4 }, p).err().expect("nothing listens").to_string();
+        let msg = ServerStore::open(&[url], "c", Dims { text: 4, behaviour: 4 }, p, &Layout::default()).err().expect("nothing listens").to_string();
         assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
         assert!(msg.contains(&format!("qdrant://127.0.0.1:{port}/c")), "{msg}");
         assert!(msg.contains("gave up after") && msg.contains("has not answered once"), "{msg}");

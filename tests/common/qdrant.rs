@@ -22,7 +22,11 @@ pub struct Server {
     /// `qdrant://host:port` of the gRPC endpoint.
     pub url: String,
     pub http: u16,
-    _storage: Option<tempfile::TempDir>,
+    grpc: u16,
+    /// Distributed mode: this node's peer-to-peer port and how it joins (`--uri` for the
+    /// first node, `--bootstrap` for the others).
+    p2p: Option<(u16, Vec<String>)>,
+    storage: Option<tempfile::TempDir>,
 }
 
 impl Server {
@@ -30,27 +34,48 @@ impl Server {
     pub fn start() -> Server {
         if let Ok(url) = std::env::var("QDRANT_URL") {
             let base = url.trim_end_matches('/').split('/').take(3).collect::<Vec<_>>().join("/");
-            return Server { child: None, url: base, http: 0, _storage: None };
+            return Server { child: None, url: base, http: 0, grpc: 0, p2p: None, storage: None };
         }
-        let bin = binary();
+        Server::spawn(None)
+    }
+
+    fn spawn(p2p: Option<(u16, Vec<String>)>) -> Server {
         let storage = tempfile::tempdir().expect("a storage folder");
         let (http, grpc) = (free_port(), free_port());
-        let log = std::fs::File::create(storage.path().join("server.log")).expect("server log");
-        let child = Command::new(&bin)
-            .current_dir(storage.path())
+        let mut s = Server { child: None, url: format!("qdrant://127.0.0.1:{grpc}"), http, grpc, p2p, storage: Some(storage) };
+        s.restart();
+        s
+    }
+
+    /// Starts the server (again, after [`kill`](Self::kill)) on its ports and storage, and
+    /// waits until it is ready.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "the server on port {} is running", self.http);
+        let dir = self.storage.as_ref().expect("a server of the tests' own").path().to_path_buf();
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log")).expect("server log");
+        let mut cmd = Command::new(binary());
+        cmd.current_dir(&dir)
             .env("QDRANT__SERVICE__HOST", "127.0.0.1")
-            .env("QDRANT__SERVICE__HTTP_PORT", http.to_string())
-            .env("QDRANT__SERVICE__GRPC_PORT", grpc.to_string())
-            .env("QDRANT__STORAGE__STORAGE_PATH", storage.path().join("storage"))
+            .env("QDRANT__SERVICE__HTTP_PORT", self.http.to_string())
+            .env("QDRANT__SERVICE__GRPC_PORT", self.grpc.to_string())
+            .env("QDRANT__STORAGE__STORAGE_PATH", dir.join("storage"))
             .env("QDRANT__TELEMETRY_DISABLED", "true")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
-        let s = Server { child: Some(child), url: format!("qdrant://127.0.0.1:{grpc}"), http, _storage: Some(storage) };
-        s.wait_ready();
-        s
+            .stderr(log);
+        if let Some((p2p, join)) = &self.p2p {
+            cmd.env("QDRANT__CLUSTER__ENABLED", "true").env("QDRANT__CLUSTER__P2P__PORT", p2p.to_string()).args(join);
+        }
+        self.child = Some(cmd.spawn().unwrap_or_else(|e| panic!("starting {}: {e}", binary().display())));
+        self.wait_ready();
+    }
+
+    /// SIGKILL, as a crash or a pulled plug would stop it: the storage stays for a restart.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 
     /// A location for a collection of its own on this server.
@@ -66,17 +91,41 @@ impl Server {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        let log = self._storage.as_ref().and_then(|d| std::fs::read_to_string(d.path().join("server.log")).ok()).unwrap_or_default();
-        panic!("the Qdrant server on port {} was not ready within 60 s; its log:\n{log}", self.http);
+        panic!("the Qdrant server on port {} was not ready within 60 s; its log:\n{}", self.http, self.log());
+    }
+
+    /// The server's own log so far.
+    pub fn log(&self) -> String {
+        self.storage.as_ref().and_then(|d| std::fs::read_to_string(d.path().join("server.log")).ok()).unwrap_or_default()
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if let Some(c) = &mut self.child {
-            let _ = c.kill();
-            let _ = c.wait();
+        self.kill();
+    }
+}
+
+/// A cluster of `n` nodes in Qdrant's distributed mode on loopback: the first started
+/// with `--uri`, the others bootstrapping from it, ready when every node answers `/readyz`
+/// and the first one lists them all as peers.
+pub fn cluster(n: usize) -> Vec<Server> {
+    let first_p2p = free_port();
+    let first = Server::spawn(Some((first_p2p, vec!["--uri".into(), format!("http://127.0.0.1:{first_p2p}")])));
+    let mut nodes = vec![first];
+    for _ in 1..n {
+        let p2p = free_port();
+        let join = vec!["--bootstrap".into(), format!("http://127.0.0.1:{first_p2p}"), "--uri".into(), format!("http://127.0.0.1:{p2p}")];
+        nodes.push(Server::spawn(Some((p2p, join))));
+    }
+    let t0 = Instant::now();
+    loop {
+        let peers = get(nodes[0].http, "/cluster").map(|r| r.matches("\"uri\"").count()).unwrap_or(0);
+        if peers >= n {
+            return nodes;
         }
+        assert!(t0.elapsed() < Duration::from_secs(60), "the cluster did not form within 60 s: {:?}", get(nodes[0].http, "/cluster"));
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
