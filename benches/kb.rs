@@ -1,12 +1,20 @@
-//! Knowledge-base latency on the embedded engine: insert and query p50/p99 with 1k, 10k
-//! and 100k records (`cargo bench --bench kb`; `-- 1000 10000` for a subset).
+//! Knowledge-base latency: insert and query p50/p99 with 1k, 10k and 100k records, on the
+//! embedded engine (`cargo bench --bench kb`; `-- 1000 10000` for a subset) or on a Qdrant
+//! server (`-- --server 100000`: the 1.18.3 binary from ../shared/qdrant, started here as
+//! the tests start it, or the one `QDRANT_URL` names), then the same queries while three
+//! miners' worth of traffic goes on (`--no-optimize` skips the index build, which takes
+//! long at 100k on two cores).
 //!
 //! Records carry a real payload (a full record with train/valid metrics) and the three
 //! named vectors at their real sizes (384, 384, 1024). Vectors are random here so that the
 //! engine, not the embedding model, is measured; the model's own cost per record is
 //! measured separately at the end (all-MiniLM-L6-v2 on the CPU).
 
+#[path = "../tests/common/mod.rs"]
+mod tests_common;
+
 use alphaloop::kb::edge::EdgeStore;
+use alphaloop::kb::server::{Layout, ServerStore};
 use alphaloop::kb::store::{Dims, Filter, Point, Store, BEHAVIOUR, CODE, IDEA};
 use alphaloop::kb::{alpha_payload, record, AlphaRecord, Kind, Status};
 use std::time::{Duration, Instant};
@@ -48,90 +56,148 @@ fn point(i: usize, rng: &mut Rng, dims: Dims) -> Point {
     }
 }
 
-fn run(n: usize) {
-    let dims = Dims { text: 384, behaviour: alphaloop::kb::behaviour::DIM };
-    let dir = tempfile::tempdir().expect("tmp");
-    let store = EdgeStore::open(dir.path(), dims).expect("open");
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+/// Idea, filtered and behaviour searches, `rounds` of each: their latencies.
+fn query(store: &dyn Store, rng: &mut Rng, rounds: usize) -> [Vec<Duration>; 3] {
+    let dims = store.dims();
+    let filt = Filter::new().is("status", "accepted").range("valid_rank_ic", Some(0.0), None);
+    let mut out: [Vec<Duration>; 3] = Default::default();
+    for _ in 0..rounds {
+        let q = rng.vec(dims.text);
+        let t = Instant::now();
+        store.search(IDEA, &q, &Filter::new(), 10, false).expect("search");
+        out[0].push(t.elapsed());
+        let t = Instant::now();
+        let hits = store.search(IDEA, &q, &filt, 10, false).expect("search");
+        out[1].push(t.elapsed());
+        assert!(hits.iter().all(|(_, d)| d.payload["status"] == "accepted"));
+        let b = rng.vec(dims.behaviour);
+        let t = Instant::now();
+        store.search(BEHAVIOUR, &b, &Filter::new().is("status", "accepted"), 16, false).expect("search");
+        out[2].push(t.elapsed());
+    }
+    out
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn report(label: &str, [mut p, mut f, mut b]: [Vec<Duration>; 3]) {
+    println!(
+        "    {label:>22}: idea top-10 p50 {} p99 {}; filtered top-10 p50 {} p99 {}; behaviour top-16 p50 {} p99 {}",
+        ms(pct(&mut p, 0.5)),
+        ms(pct(&mut p, 0.99)),
+        ms(pct(&mut f, 0.5)),
+        ms(pct(&mut f, 0.99)),
+        ms(pct(&mut b, 0.5)),
+        ms(pct(&mut b, 0.99))
+    );
+}
+
+/// Fills `store` with `n` records in batches of 32 and reports the writes and the queries.
+fn fill(store: &dyn Store, n: usize, rng: &mut Rng) {
+    let dims = store.dims();
     let batch = 32;
     let mut ins = Vec::new();
     let t0 = Instant::now();
     let mut i = 0;
     while i < n {
-        let pts: Vec<Point> = (i..(i + batch).min(n)).map(|j| point(j, &mut rng, dims)).collect();
+        let pts: Vec<Point> = (i..(i + batch).min(n)).map(|j| point(j, rng, dims)).collect();
         let t = Instant::now();
         store.upsert(pts).expect("upsert");
         ins.push(t.elapsed());
         i += batch;
     }
     let total = t0.elapsed();
-    let single: Vec<Duration> = (0..50)
+    let mut single: Vec<Duration> = (0..50)
         .map(|k| {
-            let p = point(n + k, &mut rng, dims);
+            let p = point(n + k, rng, dims);
             let t = Instant::now();
             store.upsert(vec![p]).expect("upsert");
             t.elapsed()
         })
         .collect();
-    let query = |store: &EdgeStore, rng: &mut Rng| {
-        let filt = Filter::new().is("status", "accepted").range("valid_rank_ic", Some(0.0), None);
-        let mut plain = Vec::new();
-        let mut filtered = Vec::new();
-        let mut beh = Vec::new();
-        for _ in 0..200 {
-            let q = rng.vec(dims.text);
-            let t = Instant::now();
-            store.search(IDEA, &q, &Filter::new(), 10, false).expect("search");
-            plain.push(t.elapsed());
-            let t = Instant::now();
-            let hits = store.search(IDEA, &q, &filt, 10, false).expect("search");
-            filtered.push(t.elapsed());
-            assert!(hits.iter().all(|(_, d)| d.payload["status"] == "accepted"));
-            let b = rng.vec(dims.behaviour);
-            let t = Instant::now();
-            store.search(BEHAVIOUR, &b, &Filter::new().is("status", "accepted"), 16, false).expect("search");
-            beh.push(t.elapsed());
-        }
-        (plain, filtered, beh)
-    };
-    let ms = |d: Duration| format!("{:.2} ms", d.as_secs_f64() * 1e3);
-    let mut single = single;
     // Each line is printed as soon as it is measured: at 100k the index build is long.
     println!(
-        "n={n:>6}: insert {:.0} rec/s (batch of {batch}: p50 {} p99 {}; single record: p50 {} p99 {})",
+        "n={n:>6} {}: insert {:.0} rec/s (batch of {batch}: p50 {} p99 {}; single record: p50 {} p99 {})",
+        store.location(),
         n as f64 / total.as_secs_f64(),
         ms(pct(&mut ins, 0.5)),
         ms(pct(&mut ins, 0.99)),
         ms(pct(&mut single, 0.5)),
         ms(pct(&mut single, 0.99)),
     );
-    let report = |label: &str, (mut p, mut f, mut b): (Vec<Duration>, Vec<Duration>, Vec<Duration>)| {
-        println!(
-            "    {label:>15}: idea top-10 p50 {} p99 {}; filtered top-10 p50 {} p99 {}; behaviour top-16 p50 {} p99 {}",
-            ms(pct(&mut p, 0.5)),
-            ms(pct(&mut p, 0.99)),
-            ms(pct(&mut f, 0.5)),
-            ms(pct(&mut f, 0.99)),
-            ms(pct(&mut b, 0.5)),
-            ms(pct(&mut b, 0.99))
-        );
-    };
-    report("before optimize", query(&store, &mut rng));
-    let t = Instant::now();
-    store.optimize().expect("optimize");
-    println!("    optimize (HNSW indexes): {:.1} s", t.elapsed().as_secs_f64());
-    report("after optimize", query(&store, &mut rng));
-    let t = Instant::now();
-    drop(store);
-    let store = EdgeStore::open(dir.path(), dims).expect("reopen");
-    println!("    close and reopen: {:.2} s, {} records", t.elapsed().as_secs_f64(), store.count(&Filter::new()).expect("count"));
+}
+
+/// The queries of one miner while two others do the same and each stores a record after
+/// every round of three searches (a miner's traffic with no evaluation between: the worst
+/// case): the first miner's latencies. `stores` are the three miners' connections.
+fn with_miners(stores: &[&dyn Store], rounds: usize) -> [Vec<Duration>; 3] {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = stores
+            .iter()
+            .enumerate()
+            .map(|(m, store)| {
+                s.spawn(move || {
+                    let mut rng = Rng(0xA076_1D64_78BD_642F ^ m as u64);
+                    let mut lat: [Vec<Duration>; 3] = Default::default();
+                    for k in 0..rounds {
+                        let [a, b, c] = query(*store, &mut rng, 1);
+                        lat[0].extend(a);
+                        lat[1].extend(b);
+                        lat[2].extend(c);
+                        store.upsert(vec![point(10_000_000 + m * rounds + k, &mut rng, store.dims())]).expect("upsert");
+                    }
+                    lat
+                })
+            })
+            .collect();
+        let mut all: Vec<[Vec<Duration>; 3]> = handles.into_iter().map(|h| h.join().expect("miner")).collect();
+        all.swap_remove(0)
+    })
+}
+
+fn run(store: &dyn Store, n: usize, optimize: bool, miners: &[&dyn Store]) {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    fill(store, n, &mut rng);
+    report("before optimize", query(store, &mut rng, 200));
+    report("3 miners, before optimize", with_miners(miners, 200));
+    if optimize {
+        let t = Instant::now();
+        store.optimize().expect("optimize");
+        println!("    optimize (HNSW indexes): {:.1} s", t.elapsed().as_secs_f64());
+        report("after optimize", query(store, &mut rng, 200));
+        report("3 miners, after optimize", with_miners(miners, 200));
+    }
 }
 
 fn main() {
-    let sizes: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let server = args.iter().any(|a| a == "--server");
+    let optimize = !args.iter().any(|a| a == "--no-optimize");
+    let sizes: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
     let sizes = if sizes.is_empty() { vec![1_000, 10_000, 100_000] } else { sizes };
+    let dims = Dims { text: 384, behaviour: alphaloop::kb::behaviour::DIM };
     for n in sizes {
-        run(n);
+        if server {
+            let s = tests_common::qdrant::Server::start();
+            let url = s.url.replace("qdrant://", "http://");
+            let coll = format!("bench{n}_{}", alphaloop::kb::record::now());
+            let open = || ServerStore::open(std::slice::from_ref(&url), &coll, dims, Default::default(), &Layout::default()).expect("server");
+            // Each miner is a process with a connection of its own.
+            let (store, m1, m2) = (open(), open(), open());
+            run(&store, n, optimize, &[&store, &m1, &m2]);
+        } else {
+            let dir = tempfile::tempdir().expect("tmp");
+            let store = EdgeStore::open(dir.path(), dims).expect("open");
+            // One embedded store has one process: three miners are three threads of it
+            // (`mine --concurrency 3`).
+            run(&store, n, optimize, &[&store, &store, &store]);
+            let t = Instant::now();
+            drop(store);
+            let store = EdgeStore::open(dir.path(), dims).expect("reopen");
+            println!("    close and reopen: {:.2} s, {} records", t.elapsed().as_secs_f64(), store.count(&Filter::new()).expect("count"));
+        }
     }
     if let Ok(e) = alphaloop::kb::default_embedder(None) {
         let texts: Vec<String> = (0..256).map(|i| format!("alpha idea number {i}: buy stocks whose volume rose while price fell")).collect();

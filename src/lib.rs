@@ -17,6 +17,7 @@ pub mod expr;
 pub mod kb;
 pub mod llm;
 pub mod model;
+pub mod report;
 pub mod sandbox;
 pub mod seeds;
 pub mod cli;

@@ -297,6 +297,10 @@ impl Scorer {
             gross: vec![f64::NAN; n],
             net: vec![f64::NAN; n],
             rank_ic: days.iter().flat_map(|b| &b.days).map(|d| d.rank_ic.unwrap_or(f64::NAN)).collect(),
+            ic: days.iter().flat_map(|b| &b.days).map(|d| d.ic.unwrap_or(f64::NAN)).collect(),
+            turnover: vec![f64::NAN; n],
+            quintiles: days.iter().flat_map(|b| &b.days).map(|d| d.quintiles.unwrap_or([f64::NAN; 5])).collect(),
+            coverage: days.iter().flat_map(|b| &b.days).map(|d| if d.n_label > 0 { f64::from(d.n_joint) / f64::from(d.n_label) } else { f64::NAN }).collect(),
         };
         let m = self.summarise(&days, Some(&mut daily));
         (m, daily)
@@ -401,7 +405,7 @@ impl Scorer {
             let r = ls - cost * turnover;
             net.push(r);
             if let Some(dl) = daily.as_deref_mut() {
-                (dl.gross[i], dl.net[i]) = (ls, r);
+                (dl.gross[i], dl.net[i], dl.turnover[i]) = (ls, r, turnover);
             }
             turns.push(turnover);
             std::mem::swap(&mut w, &mut w_prev);
@@ -834,6 +838,14 @@ pub struct Daily {
     pub net: Vec<f64>,
     /// The date's Rank IC; NaN where undefined (the series behind `rank_ic`).
     pub rank_ic: Vec<f64>,
+    /// The date's Pearson IC; NaN where undefined (the series behind `ic`).
+    pub ic: Vec<f64>,
+    /// The book's turnover into the date; NaN on a skipped date (behind `turnover`).
+    pub turnover: Vec<f64>,
+    /// The mean label of each signal quintile, lowest first; NaN on a skipped date.
+    pub quintiles: Vec<[f64; 5]>,
+    /// The share of the date's labelled stocks with a finite signal (behind `coverage`).
+    pub coverage: Vec<f64>,
 }
 
 /// One scored date of a signal.
@@ -883,6 +895,24 @@ pub fn prepare(data: &MarketData, period: &Period, splits: &Splits, cfg: Metrics
     let cut = if end == data.n_dates() { data.clone() } else { data.truncate_dates(end) };
     let scorer = Scorer::new(&cut, start, end, cfg)?;
     Ok(Prepared { data: cut, scorer, period: period.clone() })
+}
+
+/// `signal` scored on each calendar year of `scorer`'s dates alone (a year's labels end
+/// with it, as a period's do). The signal was computed on `data` cut at the period's end,
+/// and no operator reads a later date, so each year's values are those it would have on
+/// data cut at the year's end.
+pub fn by_year(signal: &Panel, data: &MarketData, scorer: &Scorer) -> Result<Vec<(i32, Metrics)>, DataError> {
+    let (start, end) = scorer.span();
+    let dates = &data.dates[start..end];
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < dates.len() {
+        let year = dates[i].ymd().0;
+        let n = dates[i..].iter().take_while(|d| d.ymd().0 == year).count();
+        out.push((year, Scorer::new(data, start + i, start + i + n, scorer.config().clone())?.score(signal)));
+        i += n;
+    }
+    Ok(out)
 }
 
 /// What mining sees: the data cut at the end of the valid split (the test period is never

@@ -3,7 +3,7 @@
 use super::batch::{evaluate_batch, header, header_of, span, Row};
 use super::table::{num, render};
 use super::{load_data, Config, DataArgs};
-use crate::backtest::{prepare, Metrics, MetricsConfig, Scorer};
+use crate::backtest::{prepare, Metrics, MetricsConfig};
 use crate::data::{MarketData, Panel, Period, Splits};
 use crate::expr::{evaluate, AlphaResolver, Chain, Compiler, ExprError, Schema};
 use crate::seeds::{self, AlphaDef, AlphaSet};
@@ -273,7 +273,7 @@ fn report(expr: &str, signal: &Panel, args: &EvalArgs, prep: &crate::backtest::P
         let (start, end) = prep.period.indices(splits, &prep.data)?;
         dump(&prep.data, signal, start, end, out)?;
     }
-    let years = if args.by_year { by_year(signal, prep)? } else { Vec::new() };
+    let years = if args.by_year { crate::backtest::by_year(signal, &prep.data, &prep.scorer)? } else { Vec::new() };
     if args.json {
         let mut v = serde_json::to_value(&m)?;
         if let (true, Some(o)) = (args.by_year, v.as_object_mut()) {
@@ -293,25 +293,6 @@ fn report(expr: &str, signal: &Panel, args: &EvalArgs, prep: &crate::backtest::P
         super::wrote(path, args.json);
     }
     Ok(0)
-}
-
-/// The signal scored on each calendar year of the prepared period alone (its labels end
-/// with the year, as a period's do). The signal was computed on data cut at the period's
-/// end, and no operator reads a later date, so each year's values are those it would have
-/// on data cut at the year's end.
-fn by_year(signal: &Panel, prep: &crate::backtest::Prepared) -> Result<Vec<(i32, Metrics)>> {
-    let (start, end) = prep.scorer.span();
-    let dates = &prep.data.dates[start..end];
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < dates.len() {
-        let year = dates[i].ymd().0;
-        let n = dates[i..].iter().take_while(|d| d.ymd().0 == year).count();
-        let scorer = Scorer::new(&prep.data, start + i, start + i + n, prep.scorer.config().clone())?;
-        out.push((year, scorer.score(signal)));
-        i += n;
-    }
-    Ok(out)
 }
 
 fn print_years(years: &[(i32, Metrics)]) {

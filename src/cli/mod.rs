@@ -7,6 +7,7 @@ mod eval;
 mod growth;
 mod kb;
 mod mine;
+mod report;
 mod train;
 pub mod table;
 
@@ -71,6 +72,9 @@ pub enum Command {
     },
     /// Query and maintain the alpha knowledge base.
     Kb(kb::KbArgs),
+    /// An alpha's tearsheet (IC over time, decay, quintiles, the book with and without
+    /// costs, turnover, sectors) as one self-contained HTML file.
+    Report(report::ReportArgs),
     /// Train the combined XGBoost model over KB alphas (or the seeds) and report it.
     Train(train::TrainArgs),
     /// Score stocks on a date with a trained model.
@@ -104,6 +108,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Kb(a) => kb::run(a, &cfg),
         Command::Mine(a) => mine::run(a, &cfg),
         Command::Runs { cmd, json } => mine::runs(cmd, json),
+        Command::Report(a) => report::run(a, &cfg),
         Command::Train(a) => train::run_train(a, &cfg),
         Command::Predict(a) => train::run_predict(a, &cfg),
         Command::Serve { host, port, model, llm_threads } => {

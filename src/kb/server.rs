@@ -130,6 +130,9 @@ fn classify(e: QdrantError) -> Failure<QdrantError> {
     let after = match &e {
         QdrantError::ResourceExhaustedError { retry_after_seconds, .. } => Some(std::time::Duration::from_secs(*retry_after_seconds)),
         QdrantError::ResponseError { status } if matches!(status.code(), Code::Unavailable | Code::DeadlineExceeded | Code::Aborted | Code::ResourceExhausted) => None,
+        // A connection dropped mid-call (a node killed while it answered) comes as
+        // `unknown` with tonic's transport error, or as `cancelled`.
+        QdrantError::ResponseError { status } if status.code() == Code::Cancelled || (status.code() == Code::Unknown && status.message().contains("transport error")) => None,
         // qdrant-client reports a failed connection as `internal` with this message.
         QdrantError::ResponseError { status } if status.code() == Code::Internal && status.message().starts_with("Failed to connect") => None,
         QdrantError::Io(_) => None,
@@ -301,6 +304,8 @@ mod tests {
         assert!(!transient(QdrantError::ResponseError { status: tonic::Status::not_found("no collection") }));
         assert!(transient(QdrantError::ResponseError { status: tonic::Status::internal("Failed to connect to http://h:6334/: refused") }));
         assert!(!transient(QdrantError::ResponseError { status: tonic::Status::internal("service panicked") }));
+        assert!(transient(QdrantError::ResponseError { status: tonic::Status::unknown("transport error") }));
+        assert!(!transient(QdrantError::ResponseError { status: tonic::Status::unknown("bad payload") }));
         let busy = QdrantError::ResourceExhaustedError { status: tonic::Status::resource_exhausted("busy"), retry_after_seconds: 3 };
         assert!(matches!(classify(busy), Failure::Transient { after: Some(d), .. } if d == Duration::from_secs(3)));
     }

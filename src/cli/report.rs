@@ -1,0 +1,83 @@
+//! `alphaloop report`: an alpha's tearsheet as one self-contained HTML file.
+
+use super::{load_data, Config, DataArgs};
+use crate::data::Period;
+use crate::expr::Chain;
+use crate::seeds::{self, AlphaSet};
+use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// An alpha expression, or a knowledge-base record (`alpha:ID`, or its bare id).
+    #[arg(allow_hyphen_values = true)]
+    pub target: String,
+    /// The HTML file to write.
+    #[arg(short, long, default_value = "report.html")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub data: DataArgs,
+    /// Periods side by side in the metrics table (as `eval --period`: train, valid, test,
+    /// all or START:END, comma-separated); the charts show the first.
+    #[arg(long, default_value = "valid", value_delimiter = ',')]
+    pub period: Vec<Period>,
+    #[command(flatten)]
+    pub metrics: super::config::MetricsSettings,
+    /// Alpha definitions that `alpha:ID` may refer to (default: alpha_kb/seeds/alpha101.toml).
+    #[arg(long)]
+    pub alphas: Option<PathBuf>,
+    /// The knowledge base whose records the target or `alpha:ID` may name.
+    #[arg(long, env = "ALPHALOOP_KB")]
+    pub kb: Option<String>,
+    /// Print the page's numbers as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: ReportArgs, cfg: &Config) -> Result<i32> {
+    match args.output.extension().and_then(|e| e.to_str()) {
+        Some(e) if e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm") => {}
+        _ => bail!("{}: a report is an HTML file; give a name ending in .html", args.output.display()),
+    }
+    let files = match &args.alphas {
+        Some(p) => AlphaSet::from_defs(&seeds::load(p)?),
+        None => seeds::default_set()?,
+    };
+    let kb = super::kb::LazyKb::new(args.kb.as_deref(), cfg);
+    let record = record_of(&args.target, &kb)?;
+    let expr = match &record {
+        Some(r) if r.kind != crate::kb::Kind::Expression => bail!("{} is a {:?} alpha: reports chart expressions", r.id, r.kind),
+        Some(r) => r.code.clone(),
+        None => args.target.clone(),
+    };
+    let data = load_data(&args.data, cfg, args.json)?;
+    let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &data);
+    let mcfg = cfg.with_metrics(&args.metrics).metrics();
+    let alphas = Chain(vec![&files, &kb]);
+    let report = crate::report::alpha::build(&expr, &data, &splits, &args.period, &mcfg, &alphas)?;
+    let html = crate::report::alpha_page(&report, record.as_ref());
+    std::fs::write(&args.output, html).with_context(|| format!("cannot write {}", args.output.display()))?;
+    if args.json {
+        let mut v = serde_json::to_value(&report)?;
+        if let (Some(r), Some(o)) = (&record, v.as_object_mut()) {
+            o.insert("record".into(), crate::kb::record_json(r)?);
+        }
+        println!("{}", serde_json::to_string(&v)?);
+    }
+    super::wrote(&args.output, args.json);
+    Ok(0)
+}
+
+/// The KB record `target` names: `alpha:ID` must be one; a bare word is one when the KB
+/// holds a record of that id (else it is an expression, such as `close`).
+fn record_of(target: &str, kb: &super::kb::LazyKb) -> Result<Option<crate::kb::AlphaRecord>> {
+    if let Some(id) = target.strip_prefix("alpha:") {
+        let r = kb.get().and_then(|k| Ok(k.get(id)?)).with_context(|| format!("cannot look up alpha:{id}"))?;
+        return r.map(Some).with_context(|| format!("no record '{id}' in the knowledge base"));
+    }
+    let word = !target.is_empty() && target.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if !word || crate::data::STORED_FIELDS.contains(&target) {
+        return Ok(None);
+    }
+    Ok(kb.get().ok().map(|k| k.get(target)).transpose()?.flatten())
+}

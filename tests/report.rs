@@ -1,0 +1,118 @@
+//! `alphaloop report` on the sample: a self-contained page whose charts all have data and
+//! whose numbers are `eval --json`'s.
+
+mod common;
+
+use std::path::Path;
+
+fn report(dir: &Path, args: &[&str]) -> (serde_json::Value, String) {
+    let cfg = common::sample_config(dir, &common::shared("data/sp500_sample.parquet"), Some(&dir.join("kb")));
+    let out_file = dir.join("page.html");
+    let out = common::bin().arg("--config").arg(&cfg).arg("report").args(args).arg("-o").arg(&out_file).arg("--json").output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    (v, std::fs::read_to_string(&out_file).expect("the page"))
+}
+
+/// Each chart's SVG: (its caption, whether it drew data: a line with points or a bar).
+fn figures(html: &str) -> Vec<(String, bool)> {
+    html.split("<figure>")
+        .skip(1)
+        .map(|f| {
+            let caption = f.split("<figcaption>").nth(1).and_then(|c| c.split("</figcaption>").next()).unwrap_or("").to_string();
+            let line = f.split(r#"class="series line" d=""#).skip(1).any(|d| d.starts_with('M') && d.split('"').next().is_some_and(|p| p.contains(" L")));
+            let bar = f.split(r#"class="series bars""#).skip(1).any(|b| b.split("</g>").next().is_some_and(|g| g.contains("<rect")));
+            (caption, line || bar)
+        })
+        .collect()
+}
+
+#[test]
+fn an_alpha_report_charts_everything_with_evals_numbers_and_fetches_nothing() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let expr = "rank(delta(close, 5)) * -1";
+    let (v, html) = report(dir.path(), &[expr, "--period", "valid,test"]);
+
+    // Every chart is there and drew data, with its axis labels and its sentence.
+    let figs = figures(&html);
+    assert_eq!(figs.len(), 9, "{figs:?}");
+    for (caption, drawn) in &figs {
+        assert!(*drawn && caption.len() > 40, "an empty chart or a missing sentence: {caption}");
+    }
+    for label in ["Rank IC", "label horizon (trading days)", "mean label (bp)", "cumulative return", "drawdown", "share of the book", "coverage", "sector"] {
+        assert!(html.contains(&format!(r#"class="axis-label""#)) && html.contains(&format!(">{label}<")), "axis label {label}");
+    }
+    // Self-contained: no script, nothing fetched.
+    for bad in ["http://", "https://", "<script", "<link", "@import", "src="] {
+        assert!(!html.contains(bad), "the page holds {bad}");
+    }
+
+    // The numbers are eval's, period by period.
+    let cfg = dir.path().join("alphaloop.toml");
+    let out = common::bin().arg("--config").arg(&cfg).args(["eval", "--period", "valid,test", "--json", expr]).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let e: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let periods = v["periods"].as_array().expect("periods");
+    assert_eq!(periods.len(), 2);
+    for p in periods {
+        let name = p["period"].as_str().expect("name");
+        assert_eq!(p["metrics"], e[name], "{name}");
+        let ric = p["metrics"]["rank_ic"].as_f64().expect("rank_ic");
+        assert!(html.contains(&format!("<td>{ric:.4}</td>")), "{name}'s Rank IC {ric:.4} is not on the page");
+    }
+    // The daily series are the charted period's, one value per scored date, and add up to
+    // its metrics.
+    let d = &v["daily"];
+    let n = d["date"].as_array().expect("dates").len();
+    assert!(n > 200, "{n} dates");
+    for k in ["ic", "rank_ic", "rank_ic_rolling", "gross_cumulative", "net_cumulative", "drawdown", "turnover", "rank_autocorr", "coverage", "quintile_cumulative"] {
+        assert_eq!(d[k].as_array().map(Vec::len), Some(n), "{k}");
+    }
+    let valid = &periods[0]["metrics"];
+    let rics: Vec<f64> = d["rank_ic"].as_array().expect("rank ic").iter().filter_map(|x| x.as_f64()).collect();
+    let mean = rics.iter().sum::<f64>() / rics.len() as f64;
+    assert!((mean - valid["rank_ic"].as_f64().expect("rank_ic")).abs() < 1e-12);
+    let dd = d["drawdown"].as_array().expect("dd").iter().filter_map(|x| x.as_f64()).fold(0.0, f64::min);
+    assert!((dd - valid["max_drawdown"].as_f64().expect("mdd")).abs() < 1e-12, "{dd}");
+    // The decay's first horizon is the label's own.
+    let decay = v["decay"].as_array().expect("decay");
+    assert_eq!(decay.len(), 20);
+    assert_eq!(decay[0]["rank_ic"], valid["rank_ic"]);
+    // The sectors of the groups file with enough stocks.
+    assert!(!v["sectors"].as_array().expect("sectors").is_empty());
+    assert_eq!(v["by_year"].as_array().map(Vec::len), Some(1), "valid is 2017 on the sample");
+}
+
+/// A KB record's report adds its record (status, family, idea); a bare id names it.
+#[test]
+fn a_record_report_shows_the_record() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = common::sample_config(dir.path(), &common::shared("data/sp500_sample.parquet"), Some(&dir.path().join("kb")));
+    common::kb_cli(&cfg, &dir.path().join("kb"), &["import", "alpha_kb/seeds/alpha101.toml"]);
+    let (v, html) = report(dir.path(), &["alpha101_012"]);
+    assert_eq!(v["record"]["id"], "alpha101_012");
+    assert!(html.contains("<h1>Alpha alpha101_012</h1>") && html.contains("<h2>Record</h2>"));
+    assert_eq!(v["expression"], v["record"]["code"]);
+}
+
+/// Bad input is named: an expression's error with its position, an output that is not
+/// HTML, a record that is not there.
+#[test]
+fn bad_input_is_named() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = common::sample_config(dir.path(), &common::shared("data/sp500_sample.parquet"), Some(&dir.path().join("kb")));
+    let run = |args: &[&str]| {
+        let out = common::bin().arg("--config").arg(&cfg).arg("report").args(args).output().expect("runs");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run(&["rank(clsoe)", "-o", "x.html"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("clsoe") && err.contains('^'), "{err}");
+    let (code, err) = run(&["rank(close)", "-o", "x.pdf"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("x.pdf") && err.contains(".html"), "{err}");
+    let (code, err) = run(&["alpha:nothing_here", "-o", "x.html"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("nothing_here"), "{err}");
+    assert!(!dir.path().join("x.html").exists() && !Path::new("x.html").exists());
+}
