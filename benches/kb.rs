@@ -3,7 +3,8 @@
 //! server (`-- --server 100000`: the 1.18.3 binary from ../shared/qdrant, started here as
 //! the tests start it, or the one `QDRANT_URL` names), then the same queries while three
 //! miners' worth of traffic goes on (`--no-optimize` skips the index build, which takes
-//! long at 100k on two cores).
+//! long at 100k on two cores; `--replicated` makes the collection three shards of two
+//! copies, for a cluster named by `QDRANT_URL`).
 //!
 //! Records carry a real payload (a full record with train/valid metrics) and the three
 //! named vectors at their real sizes (384, 384, 1024). Vectors are random here so that the
@@ -175,6 +176,8 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let server = args.iter().any(|a| a == "--server");
     let optimize = !args.iter().any(|a| a == "--no-optimize");
+    // A cluster's layout (with QDRANT_URL at one of its nodes): three shards, two copies each.
+    let layout = if args.iter().any(|a| a == "--replicated") { Layout { shards: Some(3), replication_factor: Some(2) } } else { Layout::default() };
     let sizes: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
     let sizes = if sizes.is_empty() { vec![1_000, 10_000, 100_000] } else { sizes };
     let dims = Dims { text: 384, behaviour: alphaloop::kb::behaviour::DIM };
@@ -183,7 +186,7 @@ fn main() {
             let s = tests_common::qdrant::Server::start();
             let url = s.url.replace("qdrant://", "http://");
             let coll = format!("bench{n}_{}", alphaloop::kb::record::now());
-            let open = || ServerStore::open(std::slice::from_ref(&url), &coll, dims, Default::default(), &Layout::default()).expect("server");
+            let open = || ServerStore::open(std::slice::from_ref(&url), &coll, dims, Default::default(), &layout).expect("server");
             // Each miner is a process with a connection of its own.
             let (store, m1, m2) = (open(), open(), open());
             run(&store, n, optimize, &[&store, &m1, &m2]);

@@ -116,3 +116,43 @@ fn bad_input_is_named() {
     assert!(err.contains("nothing_here"), "{err}");
     assert!(!dir.path().join("x.html").exists() && !Path::new("x.html").exists());
 }
+
+/// The page in a real browser: headless Chromium (Debian's package; `scripts/test` installs
+/// it) loads it from disk and saves a screenshot, kept under the target directory for a
+/// person to look at. The page logs nothing to the console (it has no script, so any
+/// message is the browser's complaint about it) and the screenshot is not blank.
+#[test]
+fn a_report_renders_in_a_real_browser() {
+    let browser = ["chromium", "/usr/bin/chromium", "chromium-browser"]
+        .into_iter()
+        .find(|b| std::process::Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .expect("Chromium is needed to check reports in a browser: scripts/test installs Debian's `chromium`");
+    let dir = tempfile::tempdir().expect("tmp");
+    let (_, html) = report(dir.path(), &["rank(delta(close, 5)) * -1", "--period", "valid,test"]);
+    assert!(html.len() > 10_000);
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot folder");
+    let png = shots.join("alpha.png");
+    let _ = std::fs::remove_file(&png);
+    let out = std::process::Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=900,3000", "--enable-logging=stderr", "--v=0"])
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", dir.path().join("page.html").display()))
+        .output()
+        .expect("chromium runs");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(console.is_empty(), "the page logged to the console: {console:?}");
+    let decoder = png::Decoder::new(std::fs::File::open(&png).expect("the screenshot"));
+    let mut reader = decoder.read_info().expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("a frame");
+    let px = info.color_type.samples();
+    let pixels = &buf[..info.buffer_size()];
+    let n = pixels.len() / px;
+    let inked = pixels.chunks(px).filter(|p| p[..3].iter().any(|&c| c < 200)).count();
+    let share = inked as f64 / n as f64;
+    assert!(share > 0.03, "{:.1} % of the screenshot is not white: blank? ({})", share * 100.0, png.display());
+    eprintln!("screenshot {}: {}x{}, {:.1} % inked", png.display(), info.width, info.height, share * 100.0);
+}

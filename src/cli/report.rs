@@ -68,16 +68,13 @@ pub fn run(args: ReportArgs, cfg: &Config) -> Result<i32> {
     Ok(0)
 }
 
-/// The KB record `target` names: `alpha:ID` must be one; a bare word is one when the KB
-/// holds a record of that id (else it is an expression, such as `close`).
+/// The KB record `target` names (`alpha:ID` or a bare id), if the KB holds it; anything
+/// else is an expression (`close`, or `alpha:ID` of a seed file, which evaluation resolves).
 fn record_of(target: &str, kb: &super::kb::LazyKb) -> Result<Option<crate::kb::AlphaRecord>> {
-    if let Some(id) = target.strip_prefix("alpha:") {
-        let r = kb.get().and_then(|k| Ok(k.get(id)?)).with_context(|| format!("cannot look up alpha:{id}"))?;
-        return r.map(Some).with_context(|| format!("no record '{id}' in the knowledge base"));
-    }
-    let word = !target.is_empty() && target.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    if !word || crate::data::STORED_FIELDS.contains(&target) {
+    let id = target.strip_prefix("alpha:").unwrap_or(target);
+    let word = !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if !word || crate::data::STORED_FIELDS.contains(&id) {
         return Ok(None);
     }
-    Ok(kb.get().ok().map(|k| k.get(target)).transpose()?.flatten())
+    Ok(kb.get().ok().map(|k| k.get(id)).transpose()?.flatten())
 }
