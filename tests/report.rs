@@ -22,7 +22,9 @@ fn figures(html: &str) -> Vec<(String, bool)> {
             let caption = f.split("<figcaption>").nth(1).and_then(|c| c.split("</figcaption>").next()).unwrap_or("").to_string();
             let line = f.split(r#"class="series line" d=""#).skip(1).any(|d| d.starts_with('M') && d.split('"').next().is_some_and(|p| p.contains(" L")));
             let bar = f.split(r#"class="series bars""#).skip(1).any(|b| b.split("</g>").next().is_some_and(|g| g.contains("<rect")));
-            (caption, line || bar)
+            let dot = f.contains(r#"class="series dot""#);
+            let cells = f.contains(r#"class="chart heatmap""#) && f.contains("<title>");
+            (caption, line || bar || dot || cells)
         })
         .collect()
 }
@@ -155,4 +157,48 @@ fn a_report_renders_in_a_real_browser() {
     let share = inked as f64 / n as f64;
     assert!(share > 0.03, "{:.1} % of the screenshot is not white: blank? ({})", share * 100.0, png.display());
     eprintln!("screenshot {}: {}x{}, {:.1} % inked", png.display(), info.width, info.height, share * 100.0);
+}
+
+/// A mining run's page: the summary `runs show --json` prints, charted (the combination's
+/// growth, time, accepted alphas, their correlations, the reasons for the rest).
+#[test]
+fn a_run_report_shows_the_runs_summary() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = common::sample_config(dir.path(), &common::shared("data/sp500_sample.parquet"), Some(&dir.path().join("kb")));
+    let base = std::fs::read_to_string(&cfg).expect("config");
+    // Bars lowered so that the sample's genetic candidates get in.
+    std::fs::write(&cfg, format!("{base}\n[mine]\nmin_gain_t = -100\nmin_train_rank_ic = -1\nmin_valid_rank_ic = -1\n")).expect("config");
+    let runs = dir.path().join("runs");
+    let cli = || {
+        let mut c = common::bin();
+        c.env("ALPHALOOP_RUNS", &runs).arg("--config").arg(&cfg);
+        c
+    };
+    let out = cli().args(["mine", "--writer", "gp", "--ideas", "6", "--seed", "7", "--run-id", "g", "--json"]).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = dir.path().join("run.html");
+    let out = cli().args(["report", "--run", "g", "--json", "-o"]).arg(&page).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let out = cli().args(["runs", "show", "g", "--json"]).output().expect("runs");
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["summary"], shown, "the page's summary is runs show's");
+    let html = std::fs::read_to_string(&page).expect("page");
+    let figs = figures(&html);
+    assert!(figs.len() >= 5, "{figs:?}");
+    for (caption, drawn) in &figs {
+        assert!(*drawn, "an empty chart: {caption}");
+    }
+    let accepted = shown["accepted"].as_u64().expect("accepted") as usize;
+    let ids = v["correlations"]["ids"].as_array().expect("ids");
+    assert_eq!(ids.len(), if accepted >= 2 { accepted } else { 0 });
+    for (i, row) in v["correlations"]["matrix"].as_array().expect("matrix").iter().enumerate() {
+        assert!((row[i].as_f64().expect("diagonal") - 1.0).abs() < 1e-6, "an alpha correlates 1 with itself");
+    }
+    let turned_away: u64 = v["rejections"].as_array().expect("rejections").iter().map(|r| r[1].as_u64().expect("count")).sum();
+    assert_eq!(turned_away as usize, 6 - accepted);
+    assert!(html.contains("<h1>Mining run g</h1>") && html.contains("Bonferroni"));
+    for bad in ["http://", "https://", "<script"] {
+        assert!(!html.contains(bad), "the page holds {bad}");
+    }
 }

@@ -191,7 +191,7 @@ impl MineArgs {
 /// the same run: the same writer, model, ablations and `[mine]` settings (a run that mixed
 /// them would be no arm of a comparison), up to the ideas or hours it was given.
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug)]
-struct RunPlan {
+pub(super) struct RunPlan {
     /// The run's ideas in all (5 when neither this nor `hours` was given).
     ideas: Option<usize>,
     hours: Option<f64>,
@@ -662,22 +662,23 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
 }
 
 /// A run's outcomes and how it ended, as the summary prints them.
-struct RunSummary<'a> {
-    id: &'a str,
-    outcomes: &'a [Outcome],
+pub(super) struct RunSummary<'a> {
+    pub(super) id: &'a str,
+    pub(super) outcomes: &'a [Outcome],
     /// Outcomes of this session (the last ones).
-    new: usize,
+    pub(super) new: usize,
     /// Why the run stopped ("recorded" for one read back).
-    stopped: &'a str,
-    secs: f64,
+    pub(super) stopped: &'a str,
+    pub(super) secs: f64,
     /// Where the records went (for a run just mined).
-    kb: Option<String>,
+    pub(super) kb: Option<String>,
     /// What the run was started with (its settings resolved).
-    plan: Option<&'a RunPlan>,
+    pub(super) plan: Option<&'a RunPlan>,
 }
 
-fn summary(s: RunSummary<'_>, json: bool) -> Result<()> {
-    let RunSummary { id: run_id, outcomes: all, new, stopped: why, secs, kb, plan } = s;
+/// A run's totals: (accepted, tokens, candidates tried on valid, seconds in the writer,
+/// judge, evaluation and KB, candidates evaluated, evaluated per second of evaluation).
+fn totals(all: &[Outcome]) -> (usize, u64, usize, [f64; 4], usize, f64) {
     let acc = all.iter().filter(|o| o.status == "accepted").count();
     let tokens: u64 = all.iter().map(|o| o.prompt_tokens + o.completion_tokens).sum();
     // Logs written before attempts were counted hold none: such an idea counts as one if
@@ -686,23 +687,52 @@ fn summary(s: RunSummary<'_>, json: bool) -> Result<()> {
     let t = all.iter().fold([0.0; 4], |a, o| [a[0] + o.timings.writer, a[1] + o.timings.judge, a[2] + o.timings.eval, a[3] + o.timings.kb]);
     // Logs written before evaluations were counted: one per round.
     let evaluations: usize = all.iter().map(|o| o.evaluations.unwrap_or(o.rounds as usize)).sum();
-    let per_second = evaluations as f64 / t[2].max(1e-9);
+    (acc, tokens, attempts, t, evaluations, evaluations as f64 / t[2].max(1e-9))
+}
+
+/// A run's summary as `runs show --json` prints it (and `report --run` shows it).
+pub(super) fn summary_json(s: &RunSummary<'_>) -> serde_json::Value {
+    let &RunSummary { id: run_id, outcomes: all, new, stopped: why, secs, plan, .. } = s;
+    let (acc, tokens, attempts, t, evaluations, per_second) = totals(all);
     let start = plan.and_then(|p| p.start_combination);
-    let (hours, generations) = (growth::by_hour(all, start), growth::by_generation(all, start));
+    serde_json::json!({
+        "run_id": run_id, "stopped": why, "ideas": all.len(), "new_ideas": new, "accepted": acc, "attempts": attempts, "evaluations": evaluations, "evaluations_per_second": per_second, "tokens": tokens,
+        "cost_usd": all.iter().map(|o| o.cost_usd).sum::<f64>(),
+        "seconds": secs, "time_split": {"writer": t[0], "judge": t[1], "eval": t[2], "kb": t[3]},
+        "combination": {"start": start, "now": growth::current(all, start), "by_hour": growth::by_hour(all, start), "by_generation": growth::by_generation(all, start)},
+        "protocol": plan.and_then(|p| p.protocol.as_ref()),
+        "multiple_testing": {"candidates_on_valid": attempts, "bonferroni_t_5pct": crate::backtest::stats::bonferroni_t(0.05, attempts.max(1))},
+        "settings": plan.map(|p| p.flags()),
+        "plan": plan, "outcomes": all,
+    })
+}
+
+/// A recorded run: its outcomes, its plan and the seconds its ideas took.
+pub(super) fn recorded(id: Option<String>) -> Result<(String, Vec<Outcome>, Option<RunPlan>, f64)> {
+    let dir = runs_dir();
+    let id = match id {
+        Some(id) => id,
+        None => latest_run(&dir)?.with_context(|| format!("no runs in {} yet: `alphaloop mine` starts one", dir.display()))?,
+    };
+    let p = dir.join(&id).join("log.jsonl");
+    if !p.exists() {
+        bail!("no run '{id}' in {}", dir.display());
+    }
+    let o = read_log(&p)?;
+    let plan = RunPlan::read(&dir.join(&id))?;
+    let secs = o.iter().map(|x| x.timings.writer + x.timings.judge + x.timings.eval + x.timings.kb).sum();
+    Ok((id, o, plan, secs))
+}
+
+fn summary(s: RunSummary<'_>, json: bool) -> Result<()> {
     if json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "run_id": run_id, "stopped": why, "ideas": all.len(), "new_ideas": new, "accepted": acc, "attempts": attempts, "evaluations": evaluations, "evaluations_per_second": per_second, "tokens": tokens,
-                "seconds": secs, "time_split": {"writer": t[0], "judge": t[1], "eval": t[2], "kb": t[3]},
-                "combination": {"start": start, "now": growth::current(all, start), "by_hour": hours, "by_generation": generations},
-                "protocol": plan.and_then(|p| p.protocol.as_ref()),
-                "multiple_testing": {"candidates_on_valid": attempts, "bonferroni_t_5pct": crate::backtest::stats::bonferroni_t(0.05, attempts.max(1))},
-                "plan": plan, "outcomes": all,
-            })
-        );
+        println!("{}", summary_json(&s));
         return Ok(());
     }
+    let RunSummary { id: run_id, outcomes: all, new, stopped: why, secs, kb, plan } = s;
+    let (acc, tokens, attempts, t, evaluations, per_second) = totals(all);
+    let start = plan.and_then(|p| p.start_combination);
+    let (hours, generations) = (growth::by_hour(all, start), growth::by_generation(all, start));
     let rows: Vec<Vec<String>> = all
         .iter()
         .map(|o| {
@@ -848,17 +878,7 @@ pub fn runs(cmd: Option<RunsCmd>, json: bool) -> Result<i32> {
             if let Some(png) = &plot {
                 crate::model::plot::check_png(png).map_err(anyhow::Error::msg)?;
             }
-            let id = match id {
-                Some(id) => id,
-                None => latest_run(&dir)?.with_context(|| format!("no runs in {} yet: `alphaloop mine` starts one", dir.display()))?,
-            };
-            let p = dir.join(&id).join("log.jsonl");
-            if !p.exists() {
-                bail!("no run '{id}' in {}", dir.display());
-            }
-            let o = read_log(&p)?;
-            let plan = RunPlan::read(&dir.join(&id))?;
-            let secs = o.iter().map(|x| x.timings.writer + x.timings.judge + x.timings.eval + x.timings.kb).sum();
+            let (id, o, plan, secs) = recorded(id)?;
             summary(RunSummary { id: &id, outcomes: &o, new: o.len(), stopped: "recorded", secs, kb: None, plan: plan.as_ref() }, json)?;
             if let Some(path) = plot {
                 plot_run(&id, &o, &path)?;

@@ -3,6 +3,7 @@
 //! the same numbers as JSON beside it.
 
 pub mod alpha;
+pub mod run;
 pub mod svg;
 
 use crate::backtest::Metrics;

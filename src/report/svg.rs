@@ -108,7 +108,10 @@ impl Chart {
         if x1 <= x0 {
             x1 = x0 + 1.0;
         }
-        let pad = ((y1 - y0) * 0.05).max(1e-9);
+        // A flat series gets a range around its value (a range of a rounding error would
+        // be ticked in nine decimals).
+        let flat = (y1 - y0) <= 1e-9 * y0.abs().max(y1.abs()).max(1e-300);
+        let pad = if flat { (y0.abs() * 0.1).max(1e-3) } else { (y1 - y0) * 0.05 };
         let (y0, y1) = (y0 - pad, y1 + pad);
         let sx = |x: f64| LEFT + (x - x0) / (x1 - x0) * pw;
         let sy = |y: f64| TOP + (y1 - y) / (y1 - y0) * ph;
@@ -149,9 +152,14 @@ impl Chart {
         for l in self.series.iter().filter(|s| s.kind == Kind::Line) {
             let mut d = String::new();
             let mut pen = false;
-            for &(x, y) in &l.points {
+            for (i, &(x, y)) in l.points.iter().enumerate() {
                 if x.is_finite() && y.is_finite() {
                     let _ = write!(d, "{}{:.1} {:.1}", if pen { " L" } else { " M" }, sx(x), sy(y));
+                    // A point with no neighbour to join is drawn as a dot.
+                    let next = l.points.get(i + 1).is_some_and(|p| p.0.is_finite() && p.1.is_finite());
+                    if !pen && !next {
+                        let _ = write!(s, r#"<circle class="series dot" cx="{:.1}" cy="{:.1}" r="3" fill="{}"/>"#, sx(x), sy(y), l.colour);
+                    }
                     pen = true;
                 } else {
                     pen = false;
