@@ -4,6 +4,7 @@
 
 use super::svg::{heatmap, Chart, X};
 use super::{num, Page};
+use crate::cli::table::short;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -132,10 +133,6 @@ pub fn run_page(r: &RunReport) -> String {
         page.table(&["reason", "ideas"], &r.rejections.iter().map(|(k, n)| vec![k.clone(), n.to_string()]).collect::<Vec<_>>());
     }
     page.finish()
-}
-
-fn short(s: &str, n: usize) -> String {
-    if s.chars().count() <= n { s.to_string() } else { s.chars().take(n - 1).chain(std::iter::once('…')).collect() }
 }
 
 #[cfg(test)]
