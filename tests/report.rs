@@ -22,7 +22,7 @@ fn figures(html: &str) -> Vec<(String, bool)> {
             let caption = f.split("<figcaption>").nth(1).and_then(|c| c.split("</figcaption>").next()).unwrap_or("").to_string();
             let line = f.split(r#"class="series line" d=""#).skip(1).any(|d| d.starts_with('M') && d.split('"').next().is_some_and(|p| p.contains(" L")));
             let bar = f.split(r#"class="series bars""#).skip(1).any(|b| b.split("</g>").next().is_some_and(|g| g.contains("<rect")));
-            let dot = f.contains(r#"class="series dot""#);
+            let dot = f.contains(r#"class="series dot""#) || f.split(r#"class="series dots""#).nth(1).is_some_and(|g| g.split("</g>").next().is_some_and(|g| g.contains("<circle")));
             let cells = f.contains(r#"class="chart heatmap""#) && f.contains("<title>");
             (caption, line || bar || dot || cells)
         })
@@ -60,7 +60,8 @@ fn an_alpha_report_charts_everything_with_evals_numbers_and_fetches_nothing() {
         let name = p["period"].as_str().expect("name");
         assert_eq!(p["metrics"], e[name], "{name}");
         let ric = p["metrics"]["rank_ic"].as_f64().expect("rank_ic");
-        assert!(html.contains(&format!("<td>{ric:.4}</td>")), "{name}'s Rank IC {ric:.4} is not on the page");
+        let shown = alphaloop::report::num(ric);
+        assert!(html.contains(&format!("<td>{shown}</td>")), "{name}'s Rank IC {shown} is not on the page");
     }
     // The daily series are the charted period's, one value per scored date, and add up to
     // its metrics.
@@ -119,27 +120,23 @@ fn bad_input_is_named() {
     assert!(!dir.path().join("x.html").exists() && !Path::new("x.html").exists());
 }
 
-/// The page in a real browser: headless Chromium (Debian's package; `scripts/test` installs
-/// it) loads it from disk and saves a screenshot, kept under the target directory for a
-/// person to look at. The page logs nothing to the console (it has no script, so any
-/// message is the browser's complaint about it) and the screenshot is not blank.
-#[test]
-fn a_report_renders_in_a_real_browser() {
+/// Loads a page in a real browser, headless Chromium (Debian's package; `scripts/test`
+/// installs it), and saves a screenshot under the target directory for a person to look
+/// at. The page logs nothing to the console (it has no script, so any message is the
+/// browser's complaint about it) and the screenshot is not blank.
+fn screenshot(page: &Path, name: &str) {
     let browser = ["chromium", "/usr/bin/chromium", "chromium-browser"]
         .into_iter()
         .find(|b| std::process::Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
         .expect("Chromium is needed to check reports in a browser: scripts/test installs Debian's `chromium`");
-    let dir = tempfile::tempdir().expect("tmp");
-    let (_, html) = report(dir.path(), &["rank(delta(close, 5)) * -1", "--period", "valid,test"]);
-    assert!(html.len() > 10_000);
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshots");
     std::fs::create_dir_all(&shots).expect("screenshot folder");
-    let png = shots.join("alpha.png");
+    let png = shots.join(format!("{name}.png"));
     let _ = std::fs::remove_file(&png);
     let out = std::process::Command::new(browser)
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=900,3000", "--enable-logging=stderr", "--v=0"])
         .arg(format!("--screenshot={}", png.display()))
-        .arg(format!("file://{}", dir.path().join("page.html").display()))
+        .arg(format!("file://{}", page.display()))
         .output()
         .expect("chromium runs");
     let log = String::from_utf8_lossy(&out.stderr);
@@ -157,6 +154,91 @@ fn a_report_renders_in_a_real_browser() {
     let share = inked as f64 / n as f64;
     assert!(share > 0.03, "{:.1} % of the screenshot is not white: blank? ({})", share * 100.0, png.display());
     eprintln!("screenshot {}: {}x{}, {:.1} % inked", png.display(), info.width, info.height, share * 100.0);
+}
+
+#[test]
+fn an_alpha_report_renders_in_a_real_browser() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (_, html) = report(dir.path(), &["rank(delta(close, 5)) * -1", "--period", "valid,test"]);
+    assert!(html.len() > 10_000);
+    screenshot(&dir.path().join("page.html"), "alpha");
+}
+
+/// No script, nothing fetched, and every chart drew data.
+fn self_contained_and_drawn(html: &str, at_least: usize) {
+    for bad in ["http://", "https://", "<script", "<link", "@import", "src="] {
+        assert!(!html.contains(bad), "the page holds {bad}");
+    }
+    let figs = figures(html);
+    assert!(figs.len() >= at_least, "{figs:?}");
+    for (caption, drawn) in &figs {
+        assert!(*drawn && caption.len() > 40, "an empty chart or a missing sentence: {caption}");
+    }
+}
+
+/// The knowledge base's page (growth, families, best alphas on valid, and the holdout view
+/// with the numbers `kb stats` and `kb holdout` print), then the combined model's page
+/// (the numbers `train --json` printed, kept in the model file, and the curve
+/// `train --curve` wrote); both in a real browser.
+#[test]
+fn kb_and_model_reports_carry_holdout_and_train_numbers() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path();
+    let cfg = common::sample_config(d, &common::shared("data/sp500_sample.parquet"), Some(&d.join("kb")));
+    common::kb_cli(&cfg, &d.join("kb"), &["import", "alpha_kb/seeds/alpha101.toml"]);
+    let cli = |args: &[&str]| -> serde_json::Value {
+        let out = common::bin().arg("--config").arg(&cfg).args(args).output().expect("runs");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("json")
+    };
+    let num = alphaloop::report::num;
+
+    let (v, html) = report(d, &["--kb"]);
+    self_contained_and_drawn(&html, 4);
+    assert_eq!(v["stats"], cli(&["kb", "--json", "stats"]));
+    let hold = cli(&["kb", "--json", "holdout"]);
+    let rows = v["holdout"]["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), hold.as_array().expect("holdout").len());
+    assert!(rows.len() > 50, "the seeds that compile are accepted: {}", rows.len());
+    for (r, h) in rows.iter().zip(hold.as_array().expect("holdout")) {
+        assert_eq!((&r["id"], &r["test"], &r["valid_t"], &r["test_t"]), (&h["id"], &h["test"], &h["valid_t"], &h["test_t"]));
+        assert_eq!((&v["holdout"]["bar_t"], &v["holdout"]["attempts"]), (&h["bar_t"], &h["attempts"]));
+    }
+    let first = rows[0]["test"]["rank_ic"].as_f64().expect("test rank ic");
+    assert!(html.contains(&format!("<td>{}</td>", num(first))), "the best alpha's test Rank IC {} is not on the page", num(first));
+    assert!(html.contains(">multiple-testing bar<") && html.contains("<h1>Knowledge base "));
+    assert_eq!(v["best"].as_array().map(Vec::len), Some(20));
+    let families: u64 = v["families"].as_array().expect("families").iter().map(|f| f["records"].as_u64().expect("records")).sum();
+    assert_eq!(families, v["stats"]["total"].as_u64().expect("total"));
+    screenshot(&d.join("page.html"), "kb");
+
+    // The model: five KB alphas walked forward, the seeds through the same model beside it.
+    let model = d.join("m.json");
+    let mut train = cli(&["train", "--json", "--top", "5", "--max-rounds", "10", "--refit-months", "6", "--out", model.to_str().expect("utf8")]);
+    let curve = d.join("curve");
+    let points = cli(&["train", "--json", "--max-rounds", "5", "--curve", curve.to_str().expect("utf8")]);
+    let (v, html) = report(d, &["--model", model.to_str().expect("utf8"), "--curve", curve.to_str().expect("utf8")]);
+    self_contained_and_drawn(&html, 4);
+    assert_eq!(v["train"], train, "the page's numbers are train's");
+    let ks: Vec<u64> = v["curve"].as_array().expect("curve").iter().map(|c| c["k"].as_u64().expect("k")).collect();
+    let want: Vec<u64> = points.as_array().expect("points").iter().map(|c| c["k"].as_u64().expect("k")).collect();
+    assert_eq!(ks, want);
+    let test_ric = train["test"]["rank_ic"].as_f64().expect("test rank ic");
+    assert!(html.contains(&format!("<td>{}</td>", num(test_ric))), "the model's test Rank IC {} is not on the page", num(test_ric));
+    for part in ["alpha101 seeds, same model", "model refit every 6 month(s)", "equal-weight ranks", "<h2>Feature importance</h2>", "<h2>The self-improvement curve</h2>"] {
+        assert!(html.contains(part), "the page lacks {part}");
+    }
+    screenshot(&d.join("page.html"), "model");
+
+    // A model file without the report (saved before reports were kept) is named, not drawn.
+    train = serde_json::from_str(&std::fs::read_to_string(&model).expect("model")).expect("json");
+    train.as_object_mut().expect("object").remove("report");
+    std::fs::write(&model, train.to_string()).expect("write");
+    let out = common::bin().arg("--config").arg(&cfg).args(["report", "--model"]).arg(&model).args(["-o"]).arg(d.join("old.html")).output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("m.json") && err.contains("train it again"), "{err}");
+    assert!(!d.join("old.html").exists());
 }
 
 /// A mining run's page: the summary `runs show --json` prints, charted (the combination's

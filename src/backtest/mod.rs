@@ -92,7 +92,28 @@ pub struct Metrics {
     pub quintile_returns: [f64; 5],
 }
 
+/// A metric's field name (as JSON has it), its name for a reader, and its value.
+pub type MetricRow = (&'static str, &'static str, fn(&Metrics) -> f64);
+
 impl Metrics {
+    /// The metrics a table of one alpha shows, in the order it shows them.
+    pub const TABLE: [MetricRow; 14] = [
+        ("ic", "IC", |m| m.ic),
+        ("rank_ic", "Rank IC", |m| m.rank_ic),
+        ("icir", "ICIR", |m| m.icir),
+        ("rank_icir", "Rank ICIR", |m| m.rank_icir),
+        ("ic_tstat", "IC t-stat", |m| m.ic_tstat),
+        ("ic_h5", "IC, 5 days", |m| m.ic_h5),
+        ("ic_h10", "IC, 10 days", |m| m.ic_h10),
+        ("ic_h20", "IC, 20 days", |m| m.ic_h20),
+        ("sharpe (net)", "Sharpe (net)", |m| m.sharpe),
+        ("ann_return (net)", "annual return (net)", |m| m.ann_return),
+        ("max_drawdown", "max drawdown", |m| m.max_drawdown),
+        ("turnover", "turnover", |m| m.turnover),
+        ("coverage", "coverage", |m| m.coverage),
+        ("distinctness", "distinctness", |m| m.distinctness),
+    ];
+
     /// The Rank IC's t-statistic: its mean over its standard deviation, times the square
     /// root of the days (a date has a Rank IC exactly when it has an IC: values with spread
     /// have ranks with spread).

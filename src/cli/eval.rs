@@ -184,24 +184,7 @@ fn vwap_note<'a>(exprs: impl IntoIterator<Item = &'a str>, data: &MarketData) {
 /// The metrics table's rows: each metric's name, then its value in each of `ms`.
 fn metric_rows(ms: &[&Metrics]) -> Vec<Vec<String>> {
     let row = |name: &str, f: &dyn Fn(&Metrics) -> String| std::iter::once(name.to_string()).chain(ms.iter().map(|m| f(m))).collect::<Vec<_>>();
-    type Getter = fn(&Metrics) -> f64;
-    let metrics: [(&str, Getter); 14] = [
-        ("ic", |m| m.ic),
-        ("rank_ic", |m| m.rank_ic),
-        ("icir", |m| m.icir),
-        ("rank_icir", |m| m.rank_icir),
-        ("ic_tstat", |m| m.ic_tstat),
-        ("ic_h5", |m| m.ic_h5),
-        ("ic_h10", |m| m.ic_h10),
-        ("ic_h20", |m| m.ic_h20),
-        ("sharpe (net)", |m| m.sharpe),
-        ("ann_return (net)", |m| m.ann_return),
-        ("max_drawdown", |m| m.max_drawdown),
-        ("turnover", |m| m.turnover),
-        ("coverage", |m| m.coverage),
-        ("distinctness", |m| m.distinctness),
-    ];
-    metrics.iter().map(|(name, f)| row(name, &|m| num(f(m)))).chain(std::iter::once(row("n_days", &|m| m.n_days.to_string()))).collect()
+    Metrics::TABLE.iter().map(|(name, _, f)| row(name, &|m| num(f(m)))).chain(std::iter::once(row("n_days", &|m| m.n_days.to_string()))).collect()
 }
 
 /// The quintiles' mean labels in basis points, lowest signal first.

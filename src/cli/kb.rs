@@ -502,18 +502,16 @@ fn import(kb: &mut Kb, file: &std::path::Path, class: Option<&str>, data: &DataA
     Ok(())
 }
 
-/// See [`KbCmd::Holdout`].
-fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::Path>, cfg: &Config, json: bool) -> Result<()> {
-    if let Some(png) = plot {
-        crate::model::plot::check_png(png).map_err(anyhow::Error::msg)?;
-    }
+/// The accepted alphas on the test period beside their train and valid figures: what
+/// `kb holdout` prints and the KB report draws.
+pub(super) fn holdout_view(kb: &Kb, data: &DataArgs, n: Option<usize>, cfg: &Config, quiet: bool) -> Result<crate::report::kb::Holdout> {
     let recs = kb.top("rank_ic", "valid", n.unwrap_or(usize::MAX), &Filter::new().is("status", "accepted"))?;
     if recs.is_empty() {
         bail!("the knowledge base {} has no accepted alphas with a valid Rank IC; run `alphaloop mine` first", kb.location());
     }
     let mcfg = cfg.metrics();
     AlphaRecord::same_label(&recs, mcfg.horizon, mcfg.gap, "this report").map_err(anyhow::Error::msg)?;
-    let md = load_data(data, cfg, json)?;
+    let md = load_data(data, cfg, quiet)?;
     let splits = crate::data::Splits::resolve(cfg.splits.as_ref(), &md);
     let prep = crate::backtest::prepare(&md, &crate::data::Period::Test, &splits, mcfg)?;
     // `alpha:ID` may name a seed or any expression record.
@@ -524,7 +522,7 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
     // look-ahead check, as when they were stored).
     let exprs: Vec<crate::seeds::AlphaDef> = recs.iter().filter(|r| r.kind == Kind::Expression).map(def).collect();
     let mut by_id: std::collections::HashMap<String, super::batch::Row> =
-        super::batch::evaluate_batch(&exprs, &prep.data, &alphas, &prep.scorer, !json).into_iter().map(|r| (r.id.clone(), r)).collect();
+        super::batch::evaluate_batch(&exprs, &prep.data, &alphas, &prep.scorer, !quiet).into_iter().map(|r| (r.id.clone(), r)).collect();
     let mut py: Option<crate::sandbox::PySandbox> = None;
     for r in recs.iter().filter(|r| r.kind != Kind::Expression) {
         let outcome = match r.kind {
@@ -545,30 +543,55 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
         };
         by_id.insert(r.id.clone(), row);
     }
-    let rows: Vec<super::batch::Row> =
-        recs.iter().map(|r| by_id.remove(&r.id).unwrap_or(super::batch::Row { id: r.id.clone(), metrics: None, error: Some("not evaluated".into()), units: None })).collect();
-    let m = |r: &AlphaRecord, split: &str| r.metric(split, "rank_ic").unwrap_or(f64::NAN);
     // Each alpha here was chosen among every attempt the KB holds, so a t-statistic on
     // valid means something only past Bonferroni's bar for that many (at 5 %, two-sided);
     // test, never chosen on, needs no correction.
     let attempts = kb.attempts()?;
-    let bar = crate::backtest::stats::bonferroni_t(0.05, attempts);
-    let valid_t = |r: &AlphaRecord| r.metric("valid", "rank_ic_t").unwrap_or(f64::NAN);
+    let rows = recs
+        .into_iter()
+        .map(|r| {
+            let row = by_id.remove(&r.id);
+            let (test, error) = match row {
+                Some(row) => (row.metrics, row.error),
+                None => (None, Some("not evaluated".into())),
+            };
+            crate::report::kb::HoldoutRow {
+                test_t: test.as_ref().map(crate::backtest::Metrics::rank_ic_t).filter(|t| t.is_finite()),
+                valid_t: r.metric("valid", "rank_ic_t"),
+                train: r.metrics.get("train").cloned(),
+                valid: r.metrics.get("valid").cloned(),
+                test,
+                error,
+                id: r.id,
+                code: r.code,
+            }
+        })
+        .collect();
+    Ok(crate::report::kb::Holdout { header: super::batch::header(&prep), rows, attempts, bar_t: crate::backtest::stats::bonferroni_t(0.05, attempts) })
+}
+
+/// See [`KbCmd::Holdout`].
+fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::Path>, cfg: &Config, json: bool) -> Result<()> {
+    if let Some(png) = plot {
+        crate::model::plot::check_png(png).map_err(anyhow::Error::msg)?;
+    }
+    let h = holdout_view(kb, data, n, cfg, json)?;
+    let (attempts, bar) = (h.attempts, h.bar_t);
+    let rank_ic = |m: &Option<crate::backtest::Metrics>| m.as_ref().map_or(f64::NAN, |m| m.rank_ic);
     if let Some(path) = plot {
         use crate::model::plot::{lines, Series};
-        let pts: Vec<(f64, f64)> = recs.iter().zip(&rows).filter_map(|(r, row)| Some((m(r, "valid"), row.metrics.as_ref()?.rank_ic))).collect();
+        let pts: Vec<(f64, f64)> = h.rows.iter().filter_map(|r| Some((rank_ic(&r.valid), r.test.as_ref()?.rank_ic))).collect();
         let (lo, hi) = pts.iter().flat_map(|p| [p.0, p.1]).filter(|v| v.is_finite()).fold((0.0f64, 0.0f64), |a, v| (a.0.min(v), a.1.max(v)));
         let series = [Series::dots("one alpha", pts), Series::line("test = valid", vec![(lo, lo), (hi, hi)])];
         lines(path, "test against valid Rank IC", "valid Rank IC", "test Rank IC", &series).map_err(anyhow::Error::msg)?;
     }
     if json {
-        let out: Vec<serde_json::Value> = recs
+        let out: Vec<serde_json::Value> = h
+            .rows
             .iter()
-            .zip(&rows)
-            .map(|(r, row)| {
-                let test_t = row.metrics.as_ref().map(crate::backtest::Metrics::rank_ic_t).filter(|t| t.is_finite());
-                serde_json::json!({"id": r.id, "train": r.metrics.get("train"), "valid": r.metrics.get("valid"), "test": row.metrics, "error": row.error,
-                    "valid_t": r.metric("valid", "rank_ic_t"), "test_t": test_t, "attempts": attempts, "bar_t": bar})
+            .map(|r| {
+                serde_json::json!({"id": r.id, "train": r.train, "valid": r.valid, "test": r.test, "error": r.error,
+                    "valid_t": r.valid_t, "test_t": r.test_t, "attempts": attempts, "bar_t": bar})
             })
             .collect();
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -577,24 +600,19 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
         }
         return Ok(());
     }
-    println!("{}", super::batch::header(&prep));
-    let table: Vec<Vec<String>> = recs
+    println!("{}", h.header);
+    let t2 = |v: Option<f64>| v.filter(|v| v.is_finite()).map_or("-".into(), |v| format!("{v:.2}"));
+    let table: Vec<Vec<String>> = h
+        .rows
         .iter()
-        .zip(&rows)
-        .map(|(r, row)| {
-            let t = row.metrics.as_ref();
-            let f = |g: fn(&crate::backtest::Metrics) -> f64| num(t.map_or(f64::NAN, g));
-            let t2 = |v: f64| if v.is_finite() { format!("{v:.2}") } else { "-".into() };
-            vec![r.id.clone(), num(m(r, "train")), num(m(r, "valid")), t2(valid_t(r)), f(|x| x.rank_ic), t2(t.map_or(f64::NAN, |x| x.rank_ic_t())), f(|x| x.sharpe), f(|x| x.turnover), short(&r.code, 50)]
+        .map(|r| {
+            let f = |g: fn(&crate::backtest::Metrics) -> f64| num(r.test.as_ref().map_or(f64::NAN, g));
+            vec![r.id.clone(), num(rank_ic(&r.train)), num(rank_ic(&r.valid)), t2(r.valid_t), f(|x| x.rank_ic), t2(r.test_t), f(|x| x.sharpe), f(|x| x.turnover), short(&r.code, 50)]
         })
         .collect();
     println!("{}", render(&["id", "train rank_ic", "valid rank_ic", "valid t", "test rank_ic", "test t", "test sharpe", "test turnover", "code"], &table));
-    let tested: Vec<(f64, f64, f64)> = recs
-        .iter()
-        .zip(&rows)
-        .filter_map(|(r, row)| row.metrics.as_ref().map(|t| (m(r, "train"), m(r, "valid"), t.rank_ic)))
-        .filter(|x| x.1.is_finite() && x.2.is_finite())
-        .collect();
+    let tested: Vec<(f64, f64, f64)> =
+        h.rows.iter().filter_map(|r| r.test.as_ref().map(|t| (rank_ic(&r.train), rank_ic(&r.valid), t.rank_ic))).filter(|x| x.1.is_finite() && x.2.is_finite()).collect();
     if !tested.is_empty() {
         let k = tested.len() as f64;
         let mean = |f: fn(&(f64, f64, f64)) -> f64| tested.iter().map(f).filter(|v| v.is_finite()).sum::<f64>() / k;
@@ -610,14 +628,14 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
         // How wide the selection was: the best of many attempts on valid is flattered
         // there by chance (the more attempts, the more); test is the unbiased figure.
         println!("chosen on train and valid among {attempts} candidates tried in the knowledge base (every status, each inner-loop round counted); their valid Rank IC is flattered by that choice, the test one is not");
-        let clear = recs.iter().filter(|r| valid_t(r).abs() >= bar).count();
         println!(
-            "t is the Rank IC's t-statistic; for {attempts} attempts Bonferroni's bar (5 %, two-sided) is |t| >= {bar:.2}: {clear} of {} clear it on valid",
-            recs.len()
+            "t is the Rank IC's t-statistic; for {attempts} attempts Bonferroni's bar (5 %, two-sided) is |t| >= {bar:.2}: {} of {} clear it on valid",
+            h.clears(),
+            h.rows.len()
         );
     }
-    for row in rows.iter().filter(|r| r.error.is_some()) {
-        println!("{}: {}", row.id, row.error.as_deref().unwrap_or(""));
+    for r in h.rows.iter().filter(|r| r.error.is_some()) {
+        println!("{}: {}", r.id, r.error.as_deref().unwrap_or(""));
     }
     if let Some(p) = plot {
         super::wrote(p, json);

@@ -1,4 +1,5 @@
-//! `alphaloop report`: an alpha's tearsheet as one self-contained HTML file.
+//! `alphaloop report`: an alpha's tearsheet, a mining run's, the knowledge base's or the
+//! combined model's page, each as one self-contained HTML file.
 
 use super::{load_data, Config, DataArgs};
 use crate::data::Period;
@@ -10,13 +11,21 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
     /// An alpha expression, or a knowledge-base record (`alpha:ID`, or its bare id).
-    #[arg(allow_hyphen_values = true, required_unless_present = "run", conflicts_with = "run")]
+    #[arg(allow_hyphen_values = true, required_unless_present_any = ["run", "model", "kb"], conflicts_with_all = ["run", "model"])]
     pub target: Option<String>,
     /// A mining run's page instead (`alphaloop runs` lists them; no id: the run written to
     /// last): its combination's growth, time split, accepted alphas and their correlations,
     /// and the reasons the rest were turned away.
-    #[arg(long, num_args = 0..=1, default_missing_value = "")]
+    #[arg(long, num_args = 0..=1, default_missing_value = "", conflicts_with = "model")]
     pub run: Option<String>,
+    /// A combined model's page instead (a file `alphaloop train` saved): the model against
+    /// its baselines by split, feature importance, and its walk-forward windows if it was
+    /// walked forward.
+    #[arg(long, value_name = "FILE")]
+    pub model: Option<PathBuf>,
+    /// With --model: also the self-improvement curve `alphaloop train --curve DIR` wrote.
+    #[arg(long, value_name = "DIR", requires = "model")]
+    pub curve: Option<PathBuf>,
     /// The HTML file to write.
     #[arg(short, long, default_value = "report.html")]
     pub output: PathBuf,
@@ -31,8 +40,11 @@ pub struct ReportArgs {
     /// Alpha definitions that `alpha:ID` may refer to (default: alpha_kb/seeds/alpha101.toml).
     #[arg(long)]
     pub alphas: Option<PathBuf>,
-    /// The knowledge base whose records the target or `alpha:ID` may name.
-    #[arg(long, env = "ALPHALOOP_KB")]
+    /// The knowledge base: with a target, the one whose records it and `alpha:ID` may
+    /// name; alone (`--kb`, or `--kb LOCATION`), the knowledge base's own page: its growth,
+    /// families, best alphas on valid, and every accepted alpha on test beside valid with
+    /// the multiple-testing bar (as `kb holdout`).
+    #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "LOCATION")]
     pub kb: Option<String>,
     /// Print the page's numbers as JSON on stdout.
     #[arg(long)]
@@ -47,12 +59,18 @@ pub fn run(args: ReportArgs, cfg: &Config) -> Result<i32> {
     if let Some(run) = &args.run {
         return run_report(&args, run, cfg);
     }
-    let target = args.target.clone().unwrap_or_default();
+    if let Some(model) = &args.model {
+        return model_report(&args, model);
+    }
+    let Some(target) = args.target.clone() else {
+        return kb_report(&args, cfg);
+    };
     let files = match &args.alphas {
         Some(p) => AlphaSet::from_defs(&seeds::load(p)?),
         None => seeds::default_set()?,
     };
-    let kb = super::kb::LazyKb::new(args.kb.as_deref(), cfg);
+    let loc = kb_flag(&args);
+    let kb = super::kb::LazyKb::new(loc.as_deref(), cfg);
     let record = record_of(&target, &kb)?;
     let expr = match &record {
         Some(r) if r.kind != crate::kb::Kind::Expression => bail!("{} is a {:?} alpha: reports chart expressions", r.id, r.kind),
@@ -104,7 +122,8 @@ fn run_report(args: &ReportArgs, run: &str, cfg: &Config) -> Result<i32> {
         let prep = crate::backtest::prepare(&data, &Period::Valid, &splits, cfg.with_metrics(&args.metrics).metrics())?;
         let (start, end) = prep.scorer.span();
         let files = seeds::default_set()?;
-        let kb = super::kb::LazyKb::new(args.kb.as_deref(), cfg);
+        let loc = kb_flag(args);
+        let kb = super::kb::LazyKb::new(loc.as_deref(), cfg);
         let alphas = Chain(vec![&files, &kb]);
         let mut ranks = Vec::new();
         for o in &acc {
@@ -115,9 +134,50 @@ fn run_report(args: &ReportArgs, run: &str, cfg: &Config) -> Result<i32> {
         corr.matrix = ranks.iter().map(|a| ranks.iter().map(|b| crate::kb::ranks::pooled_corr(a, b, end - start).unwrap_or(f64::NAN)).collect()).collect();
     }
     let report = crate::report::run::RunReport::new(summary, corr);
-    std::fs::write(&args.output, crate::report::run::run_page(&report)).with_context(|| format!("cannot write {}", args.output.display()))?;
+    write(args, &crate::report::run::run_page(&report), &report)
+}
+
+/// The `--kb` location, else `ALPHALOOP_KB` (read here, not by clap, so that the variable
+/// alone does not turn a bare `alphaloop report` into the KB page), else the default.
+fn kb_flag(args: &ReportArgs) -> Option<String> {
+    match args.kb.as_deref() {
+        Some("") | None => std::env::var("ALPHALOOP_KB").ok().filter(|v| !v.is_empty()),
+        Some(loc) => Some(loc.to_string()),
+    }
+}
+
+/// The best accepted alphas the KB page lists by valid Rank IC.
+const BEST: usize = 20;
+
+fn kb_report(args: &ReportArgs, cfg: &Config) -> Result<i32> {
+    let kb = super::kb::open(kb_flag(args).as_deref(), cfg, false)?;
+    let accepted = crate::kb::Filter::new().is("status", "accepted");
+    let best = kb.top("rank_ic", "valid", BEST, &accepted)?;
+    let holdout = if best.is_empty() { None } else { Some(super::kb::holdout_view(&kb, &args.data, None, &cfg.with_metrics(&args.metrics), args.json)?) };
+    let report = crate::report::kb::KbReport::new(kb.location(), kb.stats()?, kb.records(&crate::kb::Filter::new())?, best, holdout);
+    write(args, &crate::report::kb::kb_page(&report), &report)
+}
+
+fn model_report(args: &ReportArgs, file: &std::path::Path) -> Result<i32> {
+    let m = crate::model::SavedModel::load(file)?;
+    let train = m.report.with_context(|| format!("{}: the model file keeps no training report (it was saved by an alphaloop before reports were kept); train it again to draw its page", file.display()))?;
+    let curve = match &args.curve {
+        None => Vec::new(),
+        Some(dir) => {
+            let path = dir.join("curve.csv");
+            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {} (`alphaloop train --curve {}` writes it)", path.display(), dir.display()))?;
+            crate::report::model::read_curve(&text, &path.display().to_string())?
+        }
+    };
+    let report = crate::report::model::ModelReport { file: file.display().to_string(), train, curve };
+    write(args, &crate::report::model::model_page(&report), &report)
+}
+
+/// Writes the page and, with --json, prints the numbers it shows.
+fn write(args: &ReportArgs, html: &str, numbers: &impl serde::Serialize) -> Result<i32> {
+    std::fs::write(&args.output, html).with_context(|| format!("cannot write {}", args.output.display()))?;
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        println!("{}", serde_json::to_string(numbers)?);
     }
     super::wrote(&args.output, args.json);
     Ok(0)

@@ -255,7 +255,7 @@ pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
         return write_curve(dir, &rows, args.json);
     }
 
-    let res = model::train(&data, &splits, &features, &named, &tcfg, &mcfg, say)?;
+    let mut res = model::train(&data, &splits, &features, &named, &tcfg, &mcfg, say)?;
     let seed_model = match base {
         None => None,
         Some((name, (features, named))) => {
@@ -268,8 +268,16 @@ pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
     if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    res.saved.save(&args.out)?;
-    print_train(&res, seed_model.as_ref().map(|(n, m)| (n.as_str(), m)), &args, &tcfg)?;
+    let seeds = seed_model.as_ref().map(|(n, m)| (n.as_str(), m));
+    let report = train_json(&res, seeds, &args, &tcfg)?;
+    let mut saved = std::mem::take(&mut res.saved);
+    saved.report = Some(report.clone());
+    saved.save(&args.out)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_train(&res, seeds, &args, &tcfg);
+    }
     Ok(0)
 }
 
@@ -286,30 +294,32 @@ fn report_json(r: &Report) -> serde_json::Value {
     serde_json::to_value(r).unwrap_or_default()
 }
 
-fn print_train(res: &TrainResult, seeds: Option<(&str, &TrainResult)>, args: &TrainArgs, tcfg: &TrainConfig) -> Result<()> {
-    if args.json {
-        let mut v = report_json(&res.model);
-        v["features"] = serde_json::to_value(&res.features)?;
-        v["trees"] = serde_json::json!(res.trees);
-        v["importance"] = serde_json::to_value(&res.importance)?;
-        v["settings"] = serde_json::to_value(tcfg)?;
-        v["model_file"] = serde_json::json!(args.out);
-        if let Some(w) = &res.walk_forward {
-            v["walk_forward"] = serde_json::to_value(w)?;
-        }
-        let mut b = serde_json::Map::new();
-        if let Some((id, r)) = &res.best_single {
-            b.insert("best_single".into(), serde_json::json!({"id": id, "report": report_json(r)}));
-        }
-        b.insert("equal_weight".into(), report_json(&res.equal_weight));
-        if let Some((name, s)) = seeds {
-            b.insert("seeds_model".into(), report_json(&s.model));
-            b.insert("seeds_model_features".into(), serde_json::json!(name));
-        }
-        v["baselines"] = serde_json::Value::Object(b);
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
+/// The numbers `train --json` prints, which the saved model keeps for `report --model`.
+fn train_json(res: &TrainResult, seeds: Option<(&str, &TrainResult)>, args: &TrainArgs, tcfg: &TrainConfig) -> Result<serde_json::Value> {
+    let mut v = report_json(&res.model);
+    v["features"] = serde_json::to_value(&res.features)?;
+    v["trees"] = serde_json::json!(res.trees);
+    v["label"] = serde_json::json!({"horizon": res.saved.label.0, "gap": res.saved.label.1});
+    v["importance"] = serde_json::to_value(&res.importance)?;
+    v["settings"] = serde_json::to_value(tcfg)?;
+    v["model_file"] = serde_json::json!(args.out);
+    if let Some(w) = &res.walk_forward {
+        v["walk_forward"] = serde_json::to_value(w)?;
     }
+    let mut b = serde_json::Map::new();
+    if let Some((id, r)) = &res.best_single {
+        b.insert("best_single".into(), serde_json::json!({"id": id, "report": report_json(r)}));
+    }
+    b.insert("equal_weight".into(), report_json(&res.equal_weight));
+    if let Some((name, s)) = seeds {
+        b.insert("seeds_model".into(), report_json(&s.model));
+        b.insert("seeds_model_features".into(), serde_json::json!(name));
+    }
+    v["baselines"] = serde_json::Value::Object(b);
+    Ok(v)
+}
+
+fn print_train(res: &TrainResult, seeds: Option<(&str, &TrainResult)>, args: &TrainArgs, tcfg: &TrainConfig) {
     println!(
         "combined model: {} features, {} trees (early-stopped on valid {}), target {:?}, features {:?}; saved to {}",
         res.features.len(),
@@ -361,7 +371,6 @@ fn print_train(res: &TrainResult, seeds: Option<(&str, &TrainResult)>, args: &Tr
     let imp: Vec<Vec<String>> =
         res.importance.iter().take(15).map(|i| vec![i.id.clone(), format!("{:.4}", i.gain), i.splits.to_string()]).collect();
     println!("{}", render(&["feature", "gain", "splits"], &imp));
-    Ok(())
 }
 
 fn write_curve(dir: &Path, rows: &[(usize, TrainResult)], json: bool) -> Result<i32> {

@@ -259,6 +259,11 @@ pub struct SavedModel {
     /// saved before 2026-11-28 saw them missing, and are given them so.
     #[serde(default)]
     pub fills_missing: bool,
+    /// What `train --json` reported when it was fit (the model and its baselines by split,
+    /// feature importance, walk-forward windows), so that `alphaloop report --model` can
+    /// draw it without fitting anything again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<serde_json::Value>,
 }
 
 /// Rows (date, asset) of one split with a finite label inside the split.
@@ -535,6 +540,7 @@ pub fn train(
         booster: booster.save_json().map_err(xe)?,
         alphas,
         fills_missing: true,
+        report: None,
     };
     // The refits build their own matrices: what only the fixed model needed goes first.
     drop((booster, dtrain, dvalid, dtest));

@@ -3,6 +3,8 @@
 //! the same numbers as JSON beside it.
 
 pub mod alpha;
+pub mod kb;
+pub mod model;
 pub mod run;
 pub mod svg;
 
@@ -27,7 +29,7 @@ body { font: 15px/1.45 system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif;
 h1 { font-size: 1.45em; margin-bottom: .2em; } h2 { font-size: 1.15em; margin-top: 1.8em; border-bottom: 1px solid #ddd; }
 code, pre { font: 13px/1.4 ui-monospace, Menlo, Consolas, monospace; } pre { background: #f6f6f6; padding: .6em; white-space: pre-wrap; word-break: break-word; }
 table { border-collapse: collapse; font-size: 13px; margin: .5em 0; } th, td { padding: 2px 8px; text-align: right; border-bottom: 1px solid #eee; }
-th:first-child, td:first-child { text-align: left; } .wide { overflow-x: auto; }
+th:first-child, td:first-child, td.t { text-align: left; } .wide { overflow-x: auto; }
 figure { margin: 1em 0; break-inside: avoid; } figcaption { font-size: 13px; color: #444; }
 svg.chart { width: 100%; height: auto; font-family: system-ui, sans-serif; }
 .meta { color: #555; font-size: 13px; }
@@ -71,7 +73,9 @@ impl Page {
         for r in rows {
             self.body.push_str("<tr>");
             for c in r {
-                let _ = write!(self.body, "<td>{}</td>", esc(c));
+                // Numbers line up on the right, text (ids, code, reasons) on the left.
+                let number = c == "-" || c.parse::<f64>().is_ok();
+                let _ = write!(self.body, "<td{}>{}</td>", if number { "" } else { " class=\"t\"" }, esc(c));
             }
             self.body.push_str("</tr>");
         }
@@ -115,25 +119,6 @@ pub fn num(x: f64) -> String {
     }
 }
 
-/// The metrics tables' rows: a name and a getter.
-type Getter = fn(&Metrics) -> f64;
-const METRICS: [(&str, Getter); 14] = [
-    ("IC", |m| m.ic),
-    ("Rank IC", |m| m.rank_ic),
-    ("ICIR", |m| m.icir),
-    ("Rank ICIR", |m| m.rank_icir),
-    ("IC t-stat", |m| m.ic_tstat),
-    ("IC, 5 days", |m| m.ic_h5),
-    ("IC, 10 days", |m| m.ic_h10),
-    ("IC, 20 days", |m| m.ic_h20),
-    ("Sharpe (net)", |m| m.sharpe),
-    ("annual return (net)", |m| m.ann_return),
-    ("max drawdown", |m| m.max_drawdown),
-    ("turnover", |m| m.turnover),
-    ("coverage", |m| m.coverage),
-    ("distinctness", |m| m.distinctness),
-];
-
 fn day_number(s: &str) -> f64 {
     s.parse::<Date>().map_or(f64::NAN, |d| f64::from(d.0))
 }
@@ -159,7 +144,7 @@ pub fn alpha_page(r: &alpha::AlphaReport, record: Option<&AlphaRecord>) -> Strin
 
     page.h2("Metrics by period");
     let head: Vec<String> = std::iter::once("metric".to_string()).chain(r.periods.iter().map(|p| format!("{} ({} to {})", p.period, p.first, p.last))).collect();
-    let mut rows: Vec<Vec<String>> = METRICS.iter().map(|(n, f)| std::iter::once(n.to_string()).chain(r.periods.iter().map(|p| num(f(&p.metrics)))).collect()).collect();
+    let mut rows: Vec<Vec<String>> = Metrics::TABLE.iter().map(|(_, n, f)| std::iter::once(n.to_string()).chain(r.periods.iter().map(|p| num(f(&p.metrics)))).collect()).collect();
     rows.push(std::iter::once("scored days".to_string()).chain(r.periods.iter().map(|p| p.metrics.n_days.to_string())).collect());
     page.table(&head.iter().map(String::as_str).collect::<Vec<_>>(), &rows);
 

@@ -28,6 +28,7 @@ pub enum X {
 enum Kind {
     Line,
     Bars,
+    Dots,
 }
 
 struct Series {
@@ -44,13 +45,21 @@ pub struct Chart {
     y_label: String,
     height: f64,
     series: Vec<Series>,
-    /// A horizontal rule at this y (e.g. a multiple-testing bar), with its name.
-    rule: Option<(f64, String)>,
+    /// Dashed rules across the plot (a multiple-testing bar, a diagonal's anchor), each
+    /// with its name.
+    rules: Vec<Rule>,
+}
+
+struct Rule {
+    /// Across at this y, or (vertical) up at this x.
+    vertical: bool,
+    at: f64,
+    name: String,
 }
 
 impl Chart {
     pub fn new(x: X, x_label: &str, y_label: &str) -> Chart {
-        Chart { x, x_label: x_label.into(), y_label: y_label.into(), height: 280.0, series: Vec::new(), rule: None }
+        Chart { x, x_label: x_label.into(), y_label: y_label.into(), height: 280.0, series: Vec::new(), rules: Vec::new() }
     }
 
     pub fn height(mut self, h: f64) -> Chart {
@@ -72,9 +81,37 @@ impl Chart {
         self
     }
 
-    pub fn rule(mut self, y: f64, name: &str) -> Chart {
-        self.rule = Some((y, name.into()));
+    /// Points not joined (one per alpha, say).
+    pub fn dots(mut self, name: &str, points: Vec<(f64, f64)>) -> Chart {
+        let colour = PALETTE[self.series.len() % PALETTE.len()];
+        self.series.push(Series { name: name.into(), points, kind: Kind::Dots, colour });
         self
+    }
+
+    /// A horizontal rule at `y`.
+    pub fn rule(mut self, y: f64, name: &str) -> Chart {
+        self.rules.push(Rule { vertical: false, at: y, name: name.into() });
+        self
+    }
+
+    /// A vertical rule at `x`.
+    pub fn vrule(mut self, x: f64, name: &str) -> Chart {
+        self.rules.push(Rule { vertical: true, at: x, name: name.into() });
+        self
+    }
+
+    /// Category labels are slanted when they are too many or too long to sit side by side
+    /// (at about 6.2 units a character); the chart grows by the room they take.
+    fn slanted(&self) -> Option<f64> {
+        match &self.x {
+            X::Categories(c) => {
+                let named = c.len().min(24);
+                let longest = c.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+                let slot = (W - LEFT - RIGHT) / named.max(1) as f64;
+                (longest as f64 * 6.2 > slot).then(|| longest.min(28) as f64 * 4.6)
+            }
+            _ => None,
+        }
     }
 
     /// Whether any series has a finite point (a chart without one is not drawn).
@@ -83,13 +120,19 @@ impl Chart {
     }
 
     pub fn svg(&self) -> String {
-        let h = self.height;
-        let (pw, ph) = (W - LEFT - RIGHT, h - TOP - BOTTOM);
+        // Slanted labels get room below the plot, which keeps its height.
+        let slant = self.slanted().unwrap_or(0.0);
+        let (h, bottom) = (self.height + slant, BOTTOM + slant);
+        let (pw, ph) = (W - LEFT - RIGHT, h - TOP - bottom);
         let finite = || self.series.iter().flat_map(|s| s.points.iter().copied()).filter(|p| p.0.is_finite() && p.1.is_finite());
         let (mut x0, mut x1) = finite().fold((f64::INFINITY, f64::NEG_INFINITY), |a, p| (a.0.min(p.0), a.1.max(p.0)));
         let (mut y0, mut y1) = finite().fold((f64::INFINITY, f64::NEG_INFINITY), |a, p| (a.0.min(p.1), a.1.max(p.1)));
-        if let Some((r, _)) = &self.rule {
-            (y0, y1) = (y0.min(*r), y1.max(*r));
+        for r in &self.rules {
+            if r.vertical {
+                (x0, x1) = (x0.min(r.at), x1.max(r.at));
+            } else {
+                (y0, y1) = (y0.min(r.at), y1.max(r.at));
+            }
         }
         if self.series.iter().any(|s| s.kind == Kind::Bars) {
             (y0, y1) = (y0.min(0.0), y1.max(0.0));
@@ -126,9 +169,14 @@ impl Chart {
             let _ = write!(s, r#"<text class="tick" x="{:.1}" y="{:.1}" text-anchor="end" font-size="11">{}</text>"#, LEFT - 6.0, sy(*y) + 4.0, esc(&number(*y, step)));
         }
         // X ticks.
+        let slanted = self.slanted().is_some();
         for (x, label) in self.x_ticks(x0, x1) {
             let _ = write!(s, r##"<line class="grid" x1="{0:.1}" x2="{0:.1}" y1="{TOP}" y2="{1:.1}" stroke="#f0f0f0"/>"##, sx(x), TOP + ph);
-            let _ = write!(s, r#"<text class="tick" x="{:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"#, sx(x), TOP + ph + 16.0, esc(&label));
+            if slanted {
+                let _ = write!(s, r#"<text class="tick" transform="translate({:.1} {:.1}) rotate(-40)" text-anchor="end" font-size="11">{}</text>"#, sx(x) + 3.0, TOP + ph + 12.0, esc(&crate::cli::table::short(&label, 28)));
+            } else {
+                let _ = write!(s, r#"<text class="tick" x="{:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"#, sx(x), TOP + ph + 16.0, esc(&label));
+            }
         }
         if y0 < 0.0 && y1 > 0.0 {
             let _ = write!(s, r##"<line class="zero" x1="{LEFT}" x2="{:.1}" y1="{1:.1}" y2="{1:.1}" stroke="#888"/>"##, LEFT + pw, sy(0.0));
@@ -167,9 +215,23 @@ impl Chart {
             }
             let _ = write!(s, r#"<path class="series line" d="{}" fill="none" stroke="{}" stroke-width="1.6"/>"#, d.trim_start(), l.colour);
         }
-        if let Some((y, name)) = &self.rule {
-            let _ = write!(s, r##"<line class="rule" x1="{LEFT}" x2="{:.1}" y1="{1:.1}" y2="{1:.1}" stroke="#444" stroke-dasharray="5 4"/>"##, LEFT + pw, sy(*y));
-            let _ = write!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="end" font-size="11">{}</text>"#, LEFT + pw - 4.0, sy(*y) - 4.0, esc(name));
+        for d in self.series.iter().filter(|s| s.kind == Kind::Dots) {
+            let _ = write!(s, r#"<g class="series dots" fill="{}" fill-opacity="0.75">"#, d.colour);
+            for &(x, y) in d.points.iter().filter(|p| p.0.is_finite() && p.1.is_finite()) {
+                let _ = write!(s, r#"<circle cx="{:.1}" cy="{:.1}" r="3"/>"#, sx(x), sy(y));
+            }
+            s.push_str("</g>");
+        }
+        for r in &self.rules {
+            if r.vertical {
+                let _ = write!(s, r##"<line class="rule" x1="{0:.1}" x2="{0:.1}" y1="{TOP}" y2="{1:.1}" stroke="#444" stroke-dasharray="5 4"/>"##, sx(r.at), TOP + ph);
+                // Named on the side with room.
+                let (x, anchor) = if sx(r.at) > LEFT + pw * 0.7 { (sx(r.at) - 4.0, "end") } else { (sx(r.at) + 4.0, "start") };
+                let _ = write!(s, r#"<text x="{x:.1}" y="{:.1}" text-anchor="{anchor}" font-size="11">{}</text>"#, TOP + 14.0, esc(&r.name));
+            } else {
+                let _ = write!(s, r##"<line class="rule" x1="{LEFT}" x2="{:.1}" y1="{1:.1}" y2="{1:.1}" stroke="#444" stroke-dasharray="5 4"/>"##, LEFT + pw, sy(r.at));
+                let _ = write!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="end" font-size="11">{}</text>"#, LEFT + pw - 4.0, sy(r.at) - 4.0, esc(&r.name));
+            }
         }
         // Frame, axis labels and the legend.
         let _ = write!(s, r##"<rect x="{LEFT}" y="{TOP}" width="{pw:.1}" height="{ph:.1}" fill="none" stroke="#999"/>"##);
@@ -187,7 +249,11 @@ impl Chart {
 
     fn x_ticks(&self, x0: f64, x1: f64) -> Vec<(f64, String)> {
         match &self.x {
-            X::Categories(c) => c.iter().enumerate().map(|(i, n)| (i as f64, n.clone())).collect(),
+            // Past 24 slots (generations 0 to 50, say) every k-th is named.
+            X::Categories(c) => {
+                let every = c.len().div_ceil(24).max(1);
+                c.iter().enumerate().filter(|(i, _)| i % every == 0).map(|(i, n)| (i as f64, n.clone())).collect()
+            }
             X::Numbers => {
                 let t = nice_ticks(x0, x1, 8);
                 let step = t.get(1).map_or(1.0, |b| b - t[0]);
@@ -314,5 +380,24 @@ mod tests {
         let d = svg.split(r#"class="series line" d=""#).nth(1).and_then(|r| r.split('"').next()).expect("path");
         assert_eq!(d.matches('M').count(), 2, "{d}");
         assert_eq!(svg.matches("<rect x=").count(), 1 + 1 + 2, "one bar, the frame and two legend swatches");
+    }
+
+    #[test]
+    fn dots_rules_and_many_categories() {
+        let svg = Chart::new(X::Numbers, "valid t", "test t").dots("alpha", vec![(1.0, 2.0), (3.0, f64::NAN), (5.0, -1.0)]).vrule(6.0, "bar").rule(1.96, "5 %").svg();
+        assert_eq!(svg.matches("<circle").count(), 2, "a NaN point is left out");
+        assert_eq!(svg.matches(r#"class="rule""#).count(), 2);
+        assert!(svg.contains(">bar<") && svg.contains(">5 %<"));
+        // The vertical rule at x = 6 widened the x range past the points (5 at most).
+        let frame_right = LEFT + (W - LEFT - RIGHT);
+        let rule_x: f64 = svg.split(r#"class="rule" x1=""#).nth(1).and_then(|r| r.split('"').next()).and_then(|v| v.parse().ok()).expect("rule x");
+        assert!(rule_x <= frame_right && rule_x > frame_right - 40.0, "{rule_x}");
+        let cats: Vec<String> = (0..12).map(|i| format!("feature_{i}")).collect();
+        let svg = Chart::new(X::Categories(cats), "feature", "gain").bars("gain", (0..12).map(|i| (i as f64, i as f64)).collect()).svg();
+        assert_eq!(svg.matches("rotate(-40)").count(), 12, "twelve labels are slanted");
+        // Fifty-one short labels: every third is named, upright.
+        let gens: Vec<String> = (0..51).map(|i| i.to_string()).collect();
+        let svg = Chart::new(X::Categories(gens), "generation", "records").bars("n", (0..51).map(|i| (i as f64, 1.0)).collect()).svg();
+        assert_eq!((svg.matches(r#"text-anchor="middle" font-size="11""#).count(), svg.matches("rotate(-40)").count()), (17, 0));
     }
 }
