@@ -356,11 +356,11 @@ fn data_info_json() {
     let csv = dir.path().join("odd.csv");
     let rows = "date,symbol,open,high,low,close,adj_close,volume
 2015-01-02,AAA,10,11,9,10,10,100
-2015-01-02,BBB,20,21,19,20,20,-5
+2015-01-02,BBB,20,21,19,20,20,5
 2015-01-05,AAA,10,9,11,10,10,100
 2015-01-05,BBB,20,21,19,22,22,200
 2015-01-06,AAA,10,11,9,10,10,100
-2015-01-06,BBB,20,21,19,20,20,-7
+2015-01-06,BBB,20,21,0,20,20,7
 ";
     std::fs::write(&csv, rows).expect("write");
     let (code, out, err) = run(&["data", "info", csv.to_str().expect("utf8"), "--json"]);
@@ -375,13 +375,13 @@ fn data_info_json() {
     assert_eq!(
         checks,
         vec![
-            ("a negative volume", 2, "BBB", "2015-01-02"),
+            ("a zero price", 1, "BBB", "2015-01-06"),
             ("high below low", 1, "AAA", "2015-01-05"),
             ("open or close outside low..high", 2, "AAA", "2015-01-05")
         ]
     );
     let (_, text, _) = run(&["data", "info", csv.to_str().expect("utf8")]);
-    assert!(text.contains("suspect   2 (date, asset) cells with a negative volume, first BBB on 2015-01-02"), "{text}");
+    assert!(text.contains("suspect   1 (date, asset) cells with a zero price, first BBB on 2015-01-06"), "{text}");
 }
 
 /// Every clone builds into the one target directory, and cargo does not rebuild for a

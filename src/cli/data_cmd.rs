@@ -56,7 +56,7 @@ pub fn run(cmd: DataCmd, cfg: &Config) -> Result<i32> {
                     println!("columns   read {}", crate::data::describe_read_as(&data.read_as));
                 }
                 if suspect.is_empty() {
-                    println!("checks    no non-positive price, negative volume, high below low, or open or close outside low..high");
+                    println!("checks    no zero price, high below low, or open or close outside low..high");
                 } else {
                     for c in &suspect {
                         println!("suspect   {} (date, asset) cells with {}, first {} on {}", c.cells, c.what, c.first.0, c.first.1);
@@ -88,19 +88,17 @@ struct Suspect {
 
 /// Counts the (date, asset) cells that fail each sanity check of a price series. They are
 /// loaded as they are (conventions.md does not drop rows), so `data info` is where a user
-/// learns of them. Adjustment multiplies a row's prices by one positive factor, which keeps
-/// their signs and order, so the adjusted panels answer for the raw file (a non-positive
-/// `adj_close` shows up as a non-positive price).
+/// learns of them; negative prices and volumes are refused when the file is read.
+/// Adjustment multiplies a row's prices by one positive factor, which keeps their order, so
+/// the adjusted panels answer for the raw file (a zero `adj_close` shows up as a zero
+/// price).
 fn suspect_cells(data: &crate::data::MarketData) -> Vec<Suspect> {
     let f = |name: &str| data.fields.get(name).map(|p| p.as_ref());
-    let (open, high, low, close, volume) = (f("open"), f("high"), f("low"), f("close"), f("volume"));
+    let (open, high, low, close) = (f("open"), f("high"), f("low"), f("close"));
     type Check<'a> = (&'static str, Box<dyn Fn(usize, usize) -> bool + 'a>);
     let mut checks: Vec<Check> = Vec::new();
     let prices: Vec<_> = [open, high, low, close].into_iter().flatten().collect();
-    checks.push(("a non-positive price", Box::new(move |t, a| prices.iter().any(|p| p.get(t, a) <= 0.0))));
-    if let Some(v) = volume {
-        checks.push(("a negative volume", Box::new(move |t, a| v.get(t, a) < 0.0)));
-    }
+    checks.push(("a zero price", Box::new(move |t, a| prices.iter().any(|p| p.get(t, a) == 0.0))));
     if let (Some(h), Some(l)) = (high, low) {
         checks.push(("high below low", Box::new(move |t, a| h.get(t, a) < l.get(t, a))));
         let inside = [open, close].into_iter().flatten().collect::<Vec<_>>();

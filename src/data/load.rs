@@ -36,7 +36,14 @@ fn read_frame(path: &Path) -> Result<DataFrame, DataError> {
             ParquetReader::new(f).finish().map_err(read_err)
         }
         "csv" | "tsv" => {
+            if std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+                return Err(DataError::Empty { path: path.to_path_buf() });
+            }
             let sep = separator(path);
+            let width = header_width(path, sep);
+            if width > MAX_COLUMNS {
+                return Err(too_wide(path, width));
+            }
             // Polars pads a short row with nulls (a cut line would load as missing prices)
             // and refuses a long one without saying where; the scan names the row.
             if let Some(fault) = ragged_row(path, sep)? {
@@ -203,6 +210,32 @@ impl Shape {
     }
 }
 
+/// More columns than a long-format file of daily bars could mean (one per field: `date`,
+/// `symbol`, prices, volume and extra fields); a wide (dates × symbols) table, or a file
+/// that is not data at all, is refused before it is parsed.
+const MAX_COLUMNS: usize = 1000;
+
+fn too_wide(path: &Path, width: usize) -> DataError {
+    DataError::Read {
+        path: path.to_path_buf(),
+        msg: format!("{width} columns, more than the {MAX_COLUMNS} a long-format file (one row per date and symbol, one column per field) can have"),
+    }
+}
+
+/// Fields in the header line (separators outside quotes, plus one).
+fn header_width(path: &Path, sep: u8) -> usize {
+    use std::io::BufRead;
+    let mut header = Vec::new();
+    if let Ok(f) = std::fs::File::open(path) {
+        let _ = std::io::BufReader::new(f).read_until(b'\n', &mut header);
+    }
+    let mut quoted = false;
+    1 + header.iter().filter(|&&b| {
+        quoted ^= b == b'"';
+        b == sep && !quoted
+    }).count()
+}
+
 /// The CSV's field separator: a comma, unless the header line has none and has semicolons
 /// (spreadsheets in locales whose decimal mark is a comma) or tabs.
 fn separator(path: &Path) -> u8 {
@@ -228,7 +261,8 @@ const ALIASES: &[(&str, &[&str])] = &[
 /// A column name as the language sees it: lower case, spaces and hyphens as underscores
 /// (`Adj Close` → `adj_close`, `Market-Cap` → `market_cap`).
 fn canonical(name: &str) -> String {
-    name.trim().to_ascii_lowercase().replace([' ', '-'], "_")
+    // A byte-order mark (spreadsheets write one) sits before the first column's name.
+    name.trim_start_matches('\u{feff}').trim().to_ascii_lowercase().replace([' ', '-'], "_")
 }
 
 /// Finds a standard column by its name (case, spaces and hyphens aside), else by one of
@@ -274,6 +308,22 @@ fn numeric(path: &Path, col: &Column) -> Result<Vec<f64>, DataError> {
             Ok(out)
         }
         dt => Err(bad(1, format!("has type {dt}, expected numbers"))),
+    }
+}
+
+/// A price, volume or market-cap column: below zero cannot be right (a sign lost in an
+/// export, a placeholder such as -1 or -999 for "unknown"), so it is refused by row rather
+/// than scored; zero is left as data (a halted stock's volume).
+fn not_negative(path: &Path, col: &Column) -> Result<Vec<f64>, DataError> {
+    let values = numeric(path, col)?;
+    match values.iter().position(|v| *v < 0.0) {
+        Some(r) => Err(DataError::BadValue {
+            path: path.to_path_buf(),
+            column: col.name().to_string(),
+            row: r + 1,
+            msg: format!("{} is negative; prices, volumes and market caps cannot be (leave a cell empty where the value is unknown)", values[r]),
+        }),
+        None => Ok(values),
     }
 }
 
@@ -331,6 +381,9 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
     let df = read_frame(path)?;
     if df.height() == 0 {
         return Err(DataError::Empty { path: path.to_path_buf() });
+    }
+    if df.width() > MAX_COLUMNS {
+        return Err(too_wide(path, df.width()));
     }
     for c in REQUIRED {
         if find_col(&df, c).is_none() {
@@ -397,10 +450,10 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
         Panel::from_cells(nd, na, data)
     };
 
-    let close_raw = numeric(path, col("close"))?;
+    let close_raw = not_negative(path, col("close"))?;
     let factor: Vec<f64> = match find_col(&df, "adj_close") {
         Some(adj) => {
-            let adj = numeric(path, adj)?;
+            let adj = not_negative(path, adj)?;
             adj.iter().zip(&close_raw).map(|(a, c)| if *c != 0.0 { a / c } else { f64::NAN }).collect()
         }
         None => {
@@ -415,16 +468,16 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
         scatter(&adj)
     };
     for name in ["open", "high", "low"] {
-        fields.insert(name.to_string(), Arc::new(adjusted(numeric(path, col(name))?)));
+        fields.insert(name.to_string(), Arc::new(adjusted(not_negative(path, col(name))?)));
     }
     if let Some(c) = find_col(&df, "vwap") {
-        fields.insert("vwap".to_string(), Arc::new(adjusted(numeric(path, c)?)));
+        fields.insert("vwap".to_string(), Arc::new(adjusted(not_negative(path, c)?)));
     }
     if let Some(c) = find_col(&df, "cap") {
-        fields.insert("cap".to_string(), Arc::new(scatter(&numeric(path, c)?)));
+        fields.insert("cap".to_string(), Arc::new(scatter(&not_negative(path, c)?)));
     }
     fields.insert("close".to_string(), Arc::new(adjusted(close_raw)));
-    let vol: Vec<f64> = numeric(path, col("volume"))?
+    let vol: Vec<f64> = not_negative(path, col("volume"))?
         .iter()
         .zip(&factor)
         .map(|(v, f)| if *f != 0.0 { v / f } else { f64::NAN })

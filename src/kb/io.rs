@@ -142,7 +142,7 @@ pub fn read_json_export(path: &Path) -> Result<Vec<AlphaRecord>, KbError> {
         .enumerate()
         .map(|(i, r)| {
             serde_json::from_value::<AlphaRecord>(r.clone())
-                .map_err(|e| KbError::Invalid(format!("{}: record #{} : {e}", path.display(), i + 1)))
+                .map_err(|e| KbError::Invalid(format!("{}: record #{}: {e}", path.display(), i + 1)))
                 .and_then(|rec| {
                     if rec.schema > super::record::SCHEMA_VERSION {
                         Err(KbError::Invalid(format!(
