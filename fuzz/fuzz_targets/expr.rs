@@ -1,0 +1,5 @@
+//! See [`checks::expr`].
+#![no_main]
+mod checks;
+
+libfuzzer_sys::fuzz_target!(|bytes: &[u8]| checks::expr(bytes));

@@ -1,0 +1,5 @@
+//! See [`checks::replies`].
+#![no_main]
+mod checks;
+
+libfuzzer_sys::fuzz_target!(|bytes: &[u8]| checks::replies(bytes));
