@@ -119,6 +119,7 @@ fn reference(d: &MarketData, sig: &Panel, cost_bps: f64) -> Metrics {
         ic_h20: mean(&ic_h[2]),
         sharpe: mean(&net) / sd(&net) * 252f64.sqrt(),
         ann_return: mean(&net) * 252.0,
+        volatility: sd(&net) * 252f64.sqrt(),
         max_drawdown: mdd,
         turnover: mean(&turns),
         coverage: covered as f64 / labelled as f64,
@@ -142,6 +143,32 @@ fn assert_metrics_close(got: &Metrics, want: &Metrics, what: &str) {
             assert!((x - y).abs() <= 1e-9 * y.abs().max(1.0) || (x.is_nan() && y.is_nan()), "{what}: {k} = {x}, reference {y}");
         }
     }
+}
+
+/// The universe bought and held: each date's mean label over the stocks that have one,
+/// annualised as the book is.
+#[test]
+fn the_market_baseline_is_each_dates_mean_label() {
+    let d = sample();
+    let p = prepare(d, &Period::All, &Splits::default(), MetricsConfig::default()).expect("prepare");
+    let (m, daily) = p.scorer.market();
+    let close = &d.fields["close"];
+    let (nd, na) = (d.n_dates(), d.n_assets());
+    let want: Vec<f64> = (0..nd.saturating_sub(2))
+        .filter_map(|t| {
+            let l: Vec<f64> = (0..na).map(|a| close.get(t + 2, a) / close.get(t + 1, a) - 1.0).filter(|v| v.is_finite()).collect();
+            (l.len() >= 20).then(|| mean(&l))
+        })
+        .collect();
+    let got: Vec<f64> = daily.iter().copied().filter(|v| v.is_finite()).collect();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() < 1e-12, "{g} against {w}");
+    }
+    let close_to = |x: f64, y: f64| (x - y).abs() <= 1e-9 * y.abs().max(1.0);
+    assert!(close_to(m.sharpe, mean(&want) / sd(&want) * 252f64.sqrt()), "{m:?}");
+    assert!(close_to(m.volatility, sd(&want) * 252f64.sqrt()) && close_to(m.ann_return, mean(&want) * 252.0), "{m:?}");
+    assert!(close_to(m.cumulative, want.iter().sum()) && m.n_days == want.len() && m.max_drawdown < 0.0, "{m:?}");
 }
 
 #[test]

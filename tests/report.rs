@@ -62,13 +62,17 @@ fn an_alpha_report_charts_everything_with_evals_numbers_and_fetches_nothing() {
         let ric = p["metrics"]["rank_ic"].as_f64().expect("rank_ic");
         let shown = alphaloop::report::num(ric);
         assert!(html.contains(&format!("<td>{shown}</td>")), "{name}'s Rank IC {shown} is not on the page");
+        // The baseline beside the book: the universe bought and held over the same dates.
+        let market = p["market"]["sharpe"].as_f64().expect("the market's Sharpe");
+        assert!(p["market"]["n_days"].as_u64().is_some_and(|n| n > 200), "{}", p["market"]);
+        assert!(html.contains(&format!("<td>{}</td>", alphaloop::report::num(market))), "{name}'s market Sharpe is not on the page");
     }
     // The daily series are the charted period's, one value per scored date, and add up to
     // its metrics.
     let d = &v["daily"];
     let n = d["date"].as_array().expect("dates").len();
     assert!(n > 200, "{n} dates");
-    for k in ["ic", "rank_ic", "rank_ic_rolling", "gross_cumulative", "net_cumulative", "drawdown", "turnover", "rank_autocorr", "coverage", "quintile_cumulative"] {
+    for k in ["ic", "rank_ic", "rank_ic_rolling", "gross_cumulative", "net_cumulative", "market_cumulative", "drawdown", "turnover", "rank_autocorr", "coverage", "quintile_cumulative"] {
         assert_eq!(d[k].as_array().map(Vec::len), Some(n), "{k}");
     }
     let valid = &periods[0]["metrics"];

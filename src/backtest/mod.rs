@@ -77,6 +77,10 @@ pub struct Metrics {
     pub sharpe: f64,
     #[serde(deserialize_with = "nan_if_null")]
     pub ann_return: f64,
+    /// The book's annualised volatility after costs: std × sqrt(252 / h), beside which
+    /// its Sharpe reads (records stored before it was kept read it as NaN).
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    pub volatility: f64,
     #[serde(deserialize_with = "nan_if_null")]
     pub max_drawdown: f64,
     #[serde(deserialize_with = "nan_if_null")]
@@ -97,7 +101,7 @@ pub type MetricRow = (&'static str, &'static str, fn(&Metrics) -> f64);
 
 impl Metrics {
     /// The metrics a table of one alpha shows, in the order it shows them.
-    pub const TABLE: [MetricRow; 14] = [
+    pub const TABLE: [MetricRow; 15] = [
         ("ic", "IC", |m| m.ic),
         ("rank_ic", "Rank IC", |m| m.rank_ic),
         ("icir", "ICIR", |m| m.icir),
@@ -108,6 +112,7 @@ impl Metrics {
         ("ic_h20", "IC, 20 days", |m| m.ic_h20),
         ("sharpe (net)", "Sharpe (net)", |m| m.sharpe),
         ("ann_return (net)", "annual return (net)", |m| m.ann_return),
+        ("volatility (net)", "volatility (net)", |m| m.volatility),
         ("max_drawdown", "max drawdown", |m| m.max_drawdown),
         ("turnover", "turnover", |m| m.turnover),
         ("coverage", "coverage", |m| m.coverage),
@@ -120,6 +125,30 @@ impl Metrics {
     pub fn rank_ic_t(&self) -> f64 {
         self.rank_icir * (self.n_days as f64).sqrt()
     }
+}
+
+fn nan() -> f64 {
+    f64::NAN
+}
+
+/// The equal-weight universe bought and held over a period: each date's mean label over
+/// the stocks that have one (dates with fewer than `min_stocks` skipped, as the book skips
+/// them), with the book's annualisation. The baseline a long-short book is read beside: a
+/// book that earns less than the market with more volatility is no edge.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Market {
+    #[serde(deserialize_with = "nan_if_null")]
+    pub ann_return: f64,
+    #[serde(deserialize_with = "nan_if_null")]
+    pub sharpe: f64,
+    #[serde(deserialize_with = "nan_if_null")]
+    pub volatility: f64,
+    #[serde(deserialize_with = "nan_if_null")]
+    pub max_drawdown: f64,
+    /// The sum of the daily returns (the book's cumulative return is a sum too).
+    #[serde(deserialize_with = "nan_if_null")]
+    pub cumulative: f64,
+    pub n_days: usize,
 }
 
 /// JSON has no NaN: serde_json writes it as `null`, and this reads `null` back as NaN.
@@ -294,6 +323,40 @@ impl Scorer {
         (self.start, self.end)
     }
 
+    /// The equal-weight universe bought and held over the period ([`Market`]), and its
+    /// daily return per date of the period (NaN on a skipped date).
+    pub fn market(&self) -> (Market, Vec<f64>) {
+        let (na, lanes) = (self.n_assets, self.lanes);
+        let daily: Vec<f64> = (0..self.n_labelled.len())
+            .map(|i| {
+                if (self.n_labelled[i] as usize) < self.cfg.min_stocks.max(1) {
+                    return f64::NAN;
+                }
+                let row = &self.labels[i * na * lanes..i * na * lanes + na];
+                let (sum, n) = row.iter().filter(|v| v.is_finite()).fold((0.0, 0usize), |a, v| (a.0 + v, a.1 + 1));
+                sum / n as f64
+            })
+            .collect();
+        let days: Vec<f64> = daily.iter().copied().filter(|v| v.is_finite()).collect();
+        let h = self.cfg.horizon as f64;
+        let (mu, sd) = stats::mean_std(&days);
+        let (mut cum, mut peak, mut mdd) = (0.0f64, f64::NEG_INFINITY, 0.0f64);
+        for r in &days {
+            cum += r;
+            peak = peak.max(cum);
+            mdd = mdd.min(cum - peak);
+        }
+        let m = Market {
+            ann_return: mu * 252.0 / h,
+            sharpe: mu / sd * (252.0 / h).sqrt(),
+            volatility: sd * (252.0 / h).sqrt(),
+            max_drawdown: if days.is_empty() { f64::NAN } else { mdd },
+            cumulative: if days.is_empty() { f64::NAN } else { cum },
+            n_days: days.len(),
+        };
+        (m, daily)
+    }
+
     /// Scores one signal (a panel over the same data the scorer was built on).
     pub fn score(&self, signal: &Panel) -> Metrics {
         self.score_many(&[signal]).pop().unwrap_or_default()
@@ -435,6 +498,7 @@ impl Scorer {
         let (mu, sd) = mean_std(&net);
         m.ann_return = mu * 252.0 / h;
         m.sharpe = mu / sd * (252.0 / h).sqrt();
+        m.volatility = sd * (252.0 / h).sqrt();
         m.turnover = mean_std(&turns).0;
         let (mut cum, mut peak, mut mdd) = (0.0f64, f64::NEG_INFINITY, 0.0f64);
         for r in &net {

@@ -158,6 +158,7 @@ fn eval_periods(expr: &str, args: &EvalArgs, data: &MarketData, splits: &Splits,
     println!("{}", render(&head, &rows));
     for ((prep, m), name) in done.iter().zip(&names) {
         println!("quintile mean label, lowest to highest signal, {name}: {}", quintiles(m));
+        println!("{}, {name}", market_line(prep));
         if let Some(why) = no_days(m, prep) {
             println!("note   {name}: {why}");
         }
@@ -322,12 +323,26 @@ fn plot_book(path: &Path, expr: &str, data: &MarketData, daily: &crate::backtest
     .map_err(anyhow::Error::msg)
 }
 
+/// The equal-weight universe bought and held over the period, the baseline the book's
+/// figures are read beside.
+fn market_line(prep: &crate::backtest::Prepared) -> String {
+    let (m, _) = prep.scorer.market();
+    format!(
+        "baseline: the universe bought and held (equal weight): annual return {}, Sharpe {}, volatility {}, max drawdown {}",
+        num(m.ann_return),
+        num(m.sharpe),
+        num(m.volatility),
+        num(m.max_drawdown)
+    )
+}
+
 fn print_metrics(expr: &str, m: &Metrics, prep: &crate::backtest::Prepared) {
     println!("alpha  {expr}");
     println!("{}", header(prep));
     vwap_note([expr], &prep.data);
     println!("{}", render(&["metric", "value"], &metric_rows(&[m])));
     println!("quintile mean label, lowest to highest signal: {}", quintiles(m));
+    println!("{}", market_line(prep));
     if let Some(why) = no_days(m, prep) {
         println!("note   {why}");
     }

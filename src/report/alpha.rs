@@ -2,7 +2,7 @@
 //! quintiles, the long-short book with and without costs, turnover, sectors, coverage),
 //! computed with the same scorer as `eval`, so every number equals `eval --json`'s.
 
-use crate::backtest::{by_year, prepare, Daily, Metrics, MetricsConfig, Scorer};
+use crate::backtest::{by_year, prepare, Daily, Market, Metrics, MetricsConfig, Scorer};
 use crate::data::{MarketData, Panel, Period, Splits};
 use crate::expr::AlphaResolver;
 use serde::Serialize;
@@ -37,6 +37,8 @@ pub struct PeriodMetrics {
     pub first: String,
     pub last: String,
     pub metrics: Metrics,
+    /// The equal-weight universe bought and held over the same dates: the baseline.
+    pub market: Market,
 }
 
 #[derive(Serialize, Debug)]
@@ -57,6 +59,8 @@ pub struct DailySeries {
     /// `max_drawdown`), before and after costs.
     pub gross_cumulative: Vec<f64>,
     pub net_cumulative: Vec<f64>,
+    /// The equal-weight universe bought and held, summed the same way.
+    pub market_cumulative: Vec<f64>,
     /// The net sum's distance below its running peak.
     pub drawdown: Vec<f64>,
     pub turnover: Vec<f64>,
@@ -104,16 +108,19 @@ pub fn build(expr: &str, data: &MarketData, splits: &Splits, periods: &[Period],
         let signal = crate::expr::eval_expr(expr, &prep.data, alphas)?;
         let (start, end) = prep.scorer.span();
         let name = |i: usize| prep.data.dates.get(i).map(|d| d.to_string()).unwrap_or_default();
+        let (market, market_daily) = prep.scorer.market();
         if out.periods.is_empty() {
             let (m, daily) = prep.scorer.score_daily(&signal);
             out.daily = series(&prep.data, &signal, &daily);
+            // The scorer's dates are the period's, in order: the book's i-th is the market's.
+            out.daily.market_cumulative = cumulative((0..daily.date.len()).map(|i| market_daily.get(i).copied().unwrap_or(f64::NAN)));
             out.by_year = by_year(&signal, &prep.data, &prep.scorer)?.into_iter().map(|(year, metrics)| YearMetrics { year, metrics }).collect();
             out.decay = decay(&prep.data, &signal, start, end, cfg)?;
             out.sectors = sectors(&prep.data, &signal, start, end, cfg)?;
-            out.periods.push(PeriodMetrics { period: p.to_string(), first: name(start), last: name(end.saturating_sub(1)), metrics: m });
+            out.periods.push(PeriodMetrics { period: p.to_string(), first: name(start), last: name(end.saturating_sub(1)), metrics: m, market });
         } else {
             let m = prep.scorer.score(&signal);
-            out.periods.push(PeriodMetrics { period: p.to_string(), first: name(start), last: name(end.saturating_sub(1)), metrics: m });
+            out.periods.push(PeriodMetrics { period: p.to_string(), first: name(start), last: name(end.saturating_sub(1)), metrics: m, market });
         }
     }
     Ok(out)
@@ -180,6 +187,7 @@ fn series(data: &MarketData, signal: &Panel, daily: &Daily) -> DailySeries {
         rank_autocorr,
         coverage: daily.coverage.clone(),
         quintile_cumulative,
+        market_cumulative: Vec::new(),
     }
 }
 

@@ -194,9 +194,25 @@ pub fn alpha_page(r: &alpha::AlphaReport, record: Option<&AlphaRecord>) -> Strin
 
     page.h2("Long-short book");
     page.chart(
-        &Chart::new(X::Dates, "date", "cumulative return").line("before costs", pts(&d.gross_cumulative)).line("after costs", pts(&d.net_cumulative)),
-        &format!("The cumulative sum of the book's daily returns before and after {} bp per unit of turnover.", r.cost_bps),
+        &Chart::new(X::Dates, "date", "cumulative return")
+            .line("before costs", pts(&d.gross_cumulative))
+            .line("after costs", pts(&d.net_cumulative))
+            .line("universe, bought and held", pts(&d.market_cumulative)),
+        &format!("The cumulative sum of the book's daily returns before and after {} bp per unit of turnover, beside the equal-weight universe bought and held (the baseline: the book is market-neutral, the universe is not).", r.cost_bps),
     );
+    let rows: Vec<Vec<String>> = r
+        .periods
+        .iter()
+        .flat_map(|p| {
+            let b = &p.metrics;
+            let m = &p.market;
+            [
+                vec![format!("book after costs, {}", p.period), num(b.ann_return), num(b.sharpe), num(b.volatility), num(b.max_drawdown)],
+                vec![format!("universe bought and held, {}", p.period), num(m.ann_return), num(m.sharpe), num(m.volatility), num(m.max_drawdown)],
+            ]
+        })
+        .collect();
+    page.table(&["", "annual return", "Sharpe", "volatility", "max drawdown"], &rows);
     page.chart(&Chart::new(X::Dates, "date", "drawdown").height(180.0).line("drawdown after costs", pts(&d.drawdown)), "How far the net cumulative return is below its running peak (its lowest point is the max drawdown).");
 
     page.h2("Turnover and stability");
