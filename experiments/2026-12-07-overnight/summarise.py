@@ -58,6 +58,22 @@ for a, r in runs.items():
     c = r.get("combination") or {}
     p(f"| {a} | {r['ideas']} | {r['accepted']} | {r['attempts']} | {r['evaluations']} | {r['tokens']:,} | {r['seconds'] / 3600:.1f} | {f(c.get('start'))} → {f(c.get('now'))} |")
 p("")
+# The hours are wall-clock hours of each run. Both arms were stopped together (SIGSTOP)
+# while the project's test suite ran on the same two cores; those pauses count against the
+# 8 hours of both alike. The stops and restarts logged are summed here.
+log = os.path.join(os.environ.get("ALPHALOOP_CACHE", os.path.expanduser("~/.cache/alphaloop")), "experiments/2026-12-07-overnight/pauses.log")
+if os.path.exists(log):
+    from datetime import datetime
+    paused, since = 0.0, None
+    for line in open(log):
+        what, at = line.split()
+        t = datetime.fromisoformat(at)
+        if what == "stopped":
+            since = t
+        elif what == "continued" and since is not None:
+            paused += (t - since).total_seconds()
+            since = None
+    p(f"Both arms ran at once, one core each, and were paused together while the test suite ran on the same machine: {paused / 3600:.1f} hours of the logged pauses (from 2026-12-07; earlier pauses were not logged) fall inside each arm's wall-clock hours above.\n")
 for a, r in runs.items():
     hours = ((r or {}).get("combination") or {}).get("by_hour") or []
     if hours:
