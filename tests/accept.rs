@@ -220,6 +220,12 @@ fn kb_judge_and_recheck_from_the_command_line() {
     let ts = null["gain_t"].as_array().expect("one t a draw");
     assert!(ts.len() == 12 && ts.iter().all(|t| t.as_f64().is_some_and(f64::is_finite)), "{null}");
     assert!(null["accepted"].as_u64().is_some_and(|a| a <= 12));
+    // Shuffles within dates have no edge: their IC and Rank IC centre on zero.
+    for k in ["train_ic", "train_rank_ic"] {
+        let (mean, se) = (null[k]["mean"].as_f64().expect("mean"), null[k]["se"].as_f64().expect("se"));
+        assert!(se > 0.0 && mean.abs() <= 2.0 * se && null[k]["centred"] == true, "{k}: {mean} ± {se}");
+    }
+    assert_eq!(null["accepted_per_1000"].as_f64(), Some(null["accepted"].as_f64().expect("accepted") * 1000.0 / 12.0));
     let before: serde_json::Value = serde_json::from_str(&common::kb_cli(&cfg, &store, &["--json", "stats"])).expect("json");
     common::kb_cli(&cfg, &store, &["recheck", "--apply"]);
     let kb = Kb::open(&Location::Dir(store.clone()), alphaloop::kb::default_embedder(None).expect("embedding model")).expect("kb");

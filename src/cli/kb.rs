@@ -803,6 +803,9 @@ fn judge(kb: &mut Kb, e: &str, data: &DataArgs, null: Option<usize>, seed: u64, 
     let miner = Miner::new(&crate::llm::NoModel, kb, &view, sample, mcfg.clone(), Templates::load(&Templates::default_dir())?, "judge".into(), false)?;
     let j = miner.judge_expression("judge", e)?;
     let mut nulls: Vec<(bool, f64)> = Vec::new();
+    // Each draw's train IC and Rank IC: a shuffle within dates has no edge, so their means
+    // must sit within two standard errors of zero, or the scoring itself gives noise an edge.
+    let mut null_ics: Vec<(f64, f64)> = Vec::new();
     if let Some(n) = null {
         let sig = crate::expr::eval_expr(e, &view.data, kb).map_err(|err| anyhow::anyhow!("{}", err.render()))?;
         let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
@@ -810,16 +813,27 @@ fn judge(kb: &mut Kb, e: &str, data: &DataArgs, null: Option<usize>, seed: u64, 
         for k in 0..n {
             let (jn, g) = miner.judge_signal(&format!("null-{k}"), &format!("null draw {k} of {e}"), &shuffled_within_dates(&sig, &mut rng))?;
             nulls.push((jn.status == crate::kb::Status::Accepted, g.t));
+            if let Some(m) = jn.metrics.get("train") {
+                null_ics.push((m.ic, m.rank_ic));
+            }
             pb.inc(1);
         }
         pb.finish_and_clear();
     }
     let accepted = nulls.iter().filter(|n| n.0).count();
+    let centred = |v: Vec<f64>| {
+        let v: Vec<f64> = v.into_iter().filter(|x| x.is_finite()).collect();
+        let (mean, sd) = crate::backtest::stats::mean_std(&v);
+        let se = sd / (v.len() as f64).sqrt();
+        (mean, se, mean.abs() <= 2.0 * se)
+    };
+    let (ic, rank_ic) = (centred(null_ics.iter().map(|x| x.0).collect()), centred(null_ics.iter().map(|x| x.1).collect()));
     let at_least = |t: f64| nulls.iter().filter(|n| n.1 >= t).count();
     if json {
         let null_json = null.map(|n| {
             serde_json::json!({
-                "draws": n, "accepted": accepted, "gain_t": nulls.iter().map(|x| x.1).collect::<Vec<_>>(),
+                "draws": n, "accepted": accepted, "accepted_per_1000": accepted as f64 * 1000.0 / n.max(1) as f64, "gain_t": nulls.iter().map(|x| x.1).collect::<Vec<_>>(),
+                "train_ic": {"mean": ic.0, "se": ic.1, "centred": ic.2}, "train_rank_ic": {"mean": rank_ic.0, "se": rank_ic.1, "centred": rank_ic.2},
                 "t_at_least": {"1.5": at_least(1.5), "2": at_least(2.0), "2.5": at_least(2.5), "3": at_least(3.0)},
             })
         });
@@ -848,6 +862,10 @@ fn judge(kb: &mut Kb, e: &str, data: &DataArgs, null: Option<usize>, seed: u64, 
             at_least(2.5),
             at_least(3.0)
         );
+        let say = |name: &str, (mean, se, ok): (f64, f64, bool)| {
+            format!("{name} {mean:.5} ± {se:.5}{}", if ok { "" } else { " (NOT within two standard errors of 0: the scoring gives noise an edge)" })
+        };
+        println!("null model on train: mean {}, {}; {:.1} of every 1,000 pure-noise candidates accepted", say("IC", ic), say("Rank IC", rank_ic), accepted as f64 * 1000.0 / n.max(1) as f64);
     }
     Ok(())
 }
