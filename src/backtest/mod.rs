@@ -127,6 +127,38 @@ impl Metrics {
     }
 }
 
+/// A daily return series' figures as conventions.md annualises a book's: annual return
+/// mean × 252 / h, Sharpe mean / std × sqrt(252 / h), volatility std × sqrt(252 / h), max
+/// drawdown on the cumulative sum (NaN, as the sum, for an empty series).
+struct Book {
+    ann_return: f64,
+    sharpe: f64,
+    volatility: f64,
+    max_drawdown: f64,
+    cumulative: f64,
+}
+
+impl Book {
+    fn of(returns: &[f64], horizon: usize) -> Book {
+        let h = horizon as f64;
+        let (mu, sd) = stats::mean_std(returns);
+        let (mut cum, mut peak, mut mdd) = (0.0f64, f64::NEG_INFINITY, 0.0f64);
+        for r in returns {
+            cum += r;
+            peak = peak.max(cum);
+            mdd = mdd.min(cum - peak);
+        }
+        let empty = returns.is_empty();
+        Book {
+            ann_return: mu * 252.0 / h,
+            sharpe: mu / sd * (252.0 / h).sqrt(),
+            volatility: sd * (252.0 / h).sqrt(),
+            max_drawdown: if empty { f64::NAN } else { mdd },
+            cumulative: if empty { f64::NAN } else { cum },
+        }
+    }
+}
+
 fn nan() -> f64 {
     f64::NAN
 }
@@ -338,22 +370,8 @@ impl Scorer {
             })
             .collect();
         let days: Vec<f64> = daily.iter().copied().filter(|v| v.is_finite()).collect();
-        let h = self.cfg.horizon as f64;
-        let (mu, sd) = stats::mean_std(&days);
-        let (mut cum, mut peak, mut mdd) = (0.0f64, f64::NEG_INFINITY, 0.0f64);
-        for r in &days {
-            cum += r;
-            peak = peak.max(cum);
-            mdd = mdd.min(cum - peak);
-        }
-        let m = Market {
-            ann_return: mu * 252.0 / h,
-            sharpe: mu / sd * (252.0 / h).sqrt(),
-            volatility: sd * (252.0 / h).sqrt(),
-            max_drawdown: if days.is_empty() { f64::NAN } else { mdd },
-            cumulative: if days.is_empty() { f64::NAN } else { cum },
-            n_days: days.len(),
-        };
+        let b = Book::of(&days, self.cfg.horizon);
+        let m = Market { ann_return: b.ann_return, sharpe: b.sharpe, volatility: b.volatility, max_drawdown: b.max_drawdown, cumulative: b.cumulative, n_days: days.len() };
         (m, daily)
     }
 
@@ -494,19 +512,9 @@ impl Scorer {
             turns.push(turnover);
             std::mem::swap(&mut w, &mut w_prev);
         }
-        let h = self.cfg.horizon as f64;
-        let (mu, sd) = mean_std(&net);
-        m.ann_return = mu * 252.0 / h;
-        m.sharpe = mu / sd * (252.0 / h).sqrt();
-        m.volatility = sd * (252.0 / h).sqrt();
+        let b = Book::of(&net, self.cfg.horizon);
+        (m.ann_return, m.sharpe, m.volatility, m.max_drawdown) = (b.ann_return, b.sharpe, b.volatility, b.max_drawdown);
         m.turnover = mean_std(&turns).0;
-        let (mut cum, mut peak, mut mdd) = (0.0f64, f64::NEG_INFINITY, 0.0f64);
-        for r in &net {
-            cum += r;
-            peak = peak.max(cum);
-            mdd = mdd.min(cum - peak);
-        }
-        m.max_drawdown = if net.is_empty() { f64::NAN } else { mdd };
         for q in 0..5 {
             m.quintile_returns[q] = mean_std(&days().filter_map(|d| d.quintiles.map(|x| x[q])).collect::<Vec<_>>()).0;
         }
