@@ -86,7 +86,7 @@ impl Miner<'_> {
     /// by contribution with a generator seeded by `seq` (a run repeats its draws).
     pub fn action_idea(&self, action: &str, seq: usize) -> Result<Option<Idea>, AgentError> {
         let elites = self.elites()?;
-        let mut rng = super::gp::Rng::new(0x5eed_0000 ^ seq as u64);
+        let mut rng = super::gp::Rng::new(0x5eed_0000 ^ seq as u64 ^ u64::from(self.seed_mix()) << 32);
         let weights: Vec<f64> = elites.iter().map(|e| e.1).collect();
         let idea_of = |r: &AlphaRecord| if r.hypothesis.is_empty() { r.name.clone() } else { r.hypothesis.clone() };
         let (hypothesis, parents) = match action {

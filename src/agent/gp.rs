@@ -286,6 +286,31 @@ impl Miner<'_> {
         Ok(out)
     }
 
+    /// The `--writer random` null model: one expression drawn from the grammar (depth up to
+    /// 4, within the complexity limits, units agreeing when they are checked), evaluated and
+    /// put to the acceptance rule with no search and no selection. What it gets accepted is
+    /// the rate at which the rule lets noise through.
+    pub fn mine_idea_random(&self, idea: &Idea, generation: u32, seq: usize, rng: &mut Rng) -> Result<Outcome, AgentError> {
+        let mut t = Timings::default();
+        let id = format!("{}-{:04}", self.run_id, seq);
+        let te = Instant::now();
+        let mut code = to_text(&random(rng, 4, &self.cfg.extra_fields));
+        for _ in 0..GP_UNIT_TRIES {
+            let fits = crate::expr::parse(&code).is_ok_and(|e| self.cfg.too_complex(&e).is_none());
+            if fits && !(self.cfg.check_units && crate::expr::units::mixed(&code).is_some()) {
+                break;
+            }
+            code = to_text(&random(rng, 4, &self.cfg.extra_fields));
+        }
+        let cand = self.evaluate(&id, &code)?;
+        t.eval += te.elapsed().as_secs_f64();
+        let attempts = cand.metrics.contains_key("valid") as usize;
+        let reviews = vec![Review { round: 1, reviewer: "random".into(), score: 0.0, advice: cand.error.clone().unwrap_or_else(|| "drawn at random, not selected".into()) }];
+        let mut out = self.finish(idea, generation, id, cand, reviews, Vec::new(), (0, 0), t, 1, attempts, false)?;
+        out.evaluations = Some(1);
+        Ok(out)
+    }
+
     /// The round's candidates: with `gp_batch` above 1, that many offspring scored on train
     /// ([`search::Searcher`]), each joining the population with its train Rank IC, and the
     /// best [`GP_FINALISTS`] of them, best first; else one offspring, unscored. Also how

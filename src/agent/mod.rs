@@ -32,6 +32,7 @@ pub mod ideas;
 pub mod judge;
 pub mod recheck;
 pub mod refine;
+pub mod relevance;
 pub mod search;
 pub mod variants;
 pub mod writer;
@@ -61,6 +62,10 @@ pub enum AgentError {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default)]
 pub struct MineConfig {
+    /// The run's seed, mixed into every draw it makes (the LLM's sampling, the refinement
+    /// search, the actions' choice of elites): runs of one arm differ by it alone. Seed 0
+    /// mixes in nothing, so replies recorded before it existed still replay.
+    pub seed: u64,
     /// Inner loop stops at a judge score ≥ beta ...
     pub beta: f64,
     /// ... or after this many rounds.
@@ -200,6 +205,7 @@ impl Price {
 impl Default for MineConfig {
     fn default() -> Self {
         MineConfig {
+            seed: 0,
             beta: 7.0,
             rounds: 3,
             no_inner_loop: false,
@@ -293,7 +299,7 @@ impl Templates {
         // string in a prompt (the judge once read "Rank IC below , the acceptance bar").
         // `{% if x %}` on a missing one stays allowed.
         env.set_undefined_behavior(minijinja::UndefinedBehavior::SemiStrict);
-        for name in ["writer_system.md", "writer_user.md", "judge_system.md", "judge_user.md", "lesson.md", "generation_summary.md", "new_idea.md", "writer_python_system.md", "reflect_system.md", "idea_system.md", "refine_elite.md", "combine_two.md"] {
+        for name in ["writer_system.md", "writer_user.md", "judge_system.md", "judge_user.md", "lesson.md", "generation_summary.md", "new_idea.md", "writer_python_system.md", "reflect_system.md", "idea_system.md", "refine_elite.md", "combine_two.md", "relevance_system.md", "relevance_user.md"] {
             let p = dir.join(name);
             let text = std::fs::read_to_string(&p).map_err(|e| AgentError::Template { name: p.display().to_string(), msg: e.to_string() })?;
             env.add_template_owned(name.to_string(), text)
@@ -604,6 +610,12 @@ impl<'a> Miner<'a> {
         Ok(Miner { llm, kb, view, sample, cfg, templates, run_id, grammars, writer_system, noised, cutoff, ranks: Default::default(), sandbox, combiner, searcher: Default::default() })
     }
 
+    /// What the run's seed changes in a draw's seed: nothing for seed 0.
+    fn seed_mix(&self) -> u32 {
+        let s = self.cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (s ^ (s >> 32)) as u32
+    }
+
     fn ask(&self, system: &str, user: String, grammar: Option<&String>, max_tokens: u32, seed: u32, tokens: &mut (u64, u64)) -> Result<String, AgentError> {
         let req = ChatRequest {
             system: system.to_string(),
@@ -613,7 +625,7 @@ impl<'a> Miner<'a> {
             stop: Vec::new(),
             grammar: grammar.cloned(),
             json: false,
-            seed,
+            seed: seed ^ self.seed_mix(),
         };
         let r = self.llm.chat(&req)?;
         tokens.0 += r.prompt_tokens;
@@ -707,7 +719,7 @@ impl<'a> Miner<'a> {
             if cand.error.is_none() && !self.cfg.python && refine_left > 0 {
                 let te = Instant::now();
                 let budget = refine_left.div_ceil((rounds - round + 1) as usize);
-                let r = self.refine_candidate(&id, &cand, &overuse, budget, (seq as u64) << 8 | round as u64)?;
+                let r = self.refine_candidate(&id, &cand, &overuse, budget, ((seq as u64) << 8 | round as u64) ^ u64::from(self.seed_mix()) << 32)?;
                 t.eval += te.elapsed().as_secs_f64();
                 refine_left -= r.spent.min(refine_left);
                 (attempts, evaluations) = (attempts + r.attempts, evaluations + r.spent + r.finalists);
@@ -799,11 +811,12 @@ impl<'a> Miner<'a> {
         rec.parents = lineage(&best, idea, parents);
         rec.generation = generation;
         rec.metrics = best.metrics.clone();
+        // Without a lesson no model wrote it: the writer is the GP search or the random draw.
+        rec.model = if with_lesson { self.llm.name() } else { reviews.first().map_or("gp", |r| r.reviewer.as_str()).into() };
         rec.reviews = reviews;
         rec.novelty = best.novelty.as_ref().map(|v| v.novelty.clone());
         rec.lookahead = best.lookahead.as_ref().map(|l| l.to_string());
         rec.run_id = self.run_id.clone();
-        rec.model = if with_lesson { self.llm.name() } else { "gp".into() };
 
         if with_lesson && best.error.is_none() {
             let m = best.metrics.get("train").cloned().unwrap_or_default();

@@ -147,6 +147,19 @@ pub enum KbCmd {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// The idea-relevance leaderboard: an LLM judge compares pairs of mined alphas ("which
+    /// formula better expresses its own idea?"), each pair in both orders; win rates across
+    /// the quartiles of the KB's mining order, or across the KBs given with --arm.
+    Leaderboard {
+        /// Compare KBs instead of quartiles: NAME=LOCATION, two or more.
+        #[arg(long = "arm", value_name = "NAME=KB")]
+        arms: Vec<String>,
+        #[command(flatten)]
+        judge: super::leaderboard::JudgeArgs,
+        /// Where leaderboard.json, pairs.jsonl, the judge's replies.jsonl and heatmap.png go.
+        #[arg(long, default_value = "leaderboard")]
+        out: PathBuf,
+    },
     /// Applies the current acceptance rule (`[mine]` settings) to the accepted alphas again,
     /// in the order they were accepted: which mined alphas would stay, and the combination's
     /// valid metrics with all of them and with those. Changes nothing unless `--apply`.
@@ -291,6 +304,23 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
         }
         return Ok(0);
     }
+    if let KbCmd::Leaderboard { arms, judge, out } = &args.cmd {
+        let groups = if arms.is_empty() {
+            let kb = open(args.kb.as_deref(), cfg, false)?;
+            crate::agent::relevance::quantiles(crate::agent::relevance::mined(kb.records(&Filter::new())?), 4)
+        } else {
+            let mut groups = Vec::new();
+            for a in arms {
+                let (name, loc) = a.split_once('=').with_context(|| format!("--arm {a}: give NAME=KB"))?;
+                let kb = open(Some(loc), cfg, false)?;
+                groups.push(crate::agent::relevance::Group { name: name.to_string(), alphas: crate::agent::relevance::mined(kb.records(&Filter::new())?) });
+            }
+            groups
+        };
+        let board = super::leaderboard::run(&groups, judge, cfg, out, json)?;
+        super::leaderboard::show(&board, out, json)?;
+        return Ok(0);
+    }
     let mut kb = open(args.kb.as_deref(), cfg, matches!(args.cmd, KbCmd::Import { .. }))?;
     match args.cmd {
         KbCmd::Stats => {
@@ -394,7 +424,7 @@ pub fn run(args: KbArgs, cfg: &Config) -> Result<i32> {
             judge(&mut kb, &expr, &data, null, seed, cfg, json)?
         }
         // Done above, before this KB was opened.
-        KbCmd::Copy { .. } => {}
+        KbCmd::Copy { .. } | KbCmd::Leaderboard { .. } => {}
         KbCmd::Rm { id, force } => {
             if kb.get(&id)?.is_none() {
                 bail!("no record '{id}' in {}", kb.location());
@@ -611,19 +641,15 @@ fn holdout(kb: &Kb, data: &DataArgs, n: Option<usize>, plot: Option<&std::path::
         })
         .collect();
     println!("{}", render(&["id", "train rank_ic", "valid rank_ic", "valid t", "test rank_ic", "test t", "test sharpe", "test turnover", "code"], &table));
-    let tested: Vec<(f64, f64, f64)> =
-        h.rows.iter().filter_map(|r| r.test.as_ref().map(|t| (rank_ic(&r.train), rank_ic(&r.valid), t.rank_ic))).filter(|x| x.1.is_finite() && x.2.is_finite()).collect();
-    if !tested.is_empty() {
-        let k = tested.len() as f64;
-        let mean = |f: fn(&(f64, f64, f64)) -> f64| tested.iter().map(f).filter(|v| v.is_finite()).sum::<f64>() / k;
-        let kept = tested.iter().filter(|x| x.1.signum() == x.2.signum()).count();
+    if let Some(m) = h.summary() {
         println!(
-            "{} alphas: mean Rank IC train {}, valid {}, test {}; the test kept valid's sign for {kept} of {}",
-            tested.len(),
-            num(mean(|x| x.0)),
-            num(mean(|x| x.1)),
-            num(mean(|x| x.2)),
-            tested.len()
+            "{} alphas: mean Rank IC train {}, valid {}, test {}; the test kept valid's sign for {} of {}",
+            m.alphas,
+            num(m.train),
+            num(m.valid),
+            num(m.test),
+            m.kept_sign,
+            m.alphas
         );
         // How wide the selection was: the best of many attempts on valid is flattered
         // there by chance (the more attempts, the more); test is the unbiased figure.

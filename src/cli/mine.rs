@@ -41,9 +41,10 @@ pub struct MineArgs {
     pub kb: Option<String>,
     #[command(flatten)]
     pub data: DataArgs,
-    /// Seed of the genetic-programming writer's random draws (`--writer gp`)
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// The run's seed: the GP and random writers' draws, the LLM's sampling, the refinement
+    /// search and the actions' choices (default 0; a resumed run keeps its own).
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Continue a stopped or crashed run without redoing finished ideas, with the writer,
     /// model and ablations it was started with (kept in its run.json). Without an id: the
     /// run written to last.
@@ -58,7 +59,8 @@ pub struct MineArgs {
     pub replay: Option<PathBuf>,
     /// Who writes the alphas: `llm` (default: expressions), `python` (the LLM writes Python
     /// factor classes, run in the sandbox) or `gp`, the genetic-programming baseline that
-    /// needs no LLM (same evaluation budget per idea).
+    /// needs no LLM (same evaluation budget per idea), or `random`, the null model: one
+    /// expression drawn from the grammar per idea, no search, no selection.
     #[arg(long)]
     pub writer: Option<String>,
     /// Ablation: one writer round per idea, no judge feedback loop.
@@ -80,6 +82,10 @@ pub struct MineArgs {
     /// Stop cleanly once this many tokens were used.
     #[arg(long)]
     pub budget_tokens: Option<u64>,
+    /// Stop cleanly once this many candidates were evaluated (the run's whole count, across
+    /// resumes): the cost measure that lets a study compare writers of different speeds.
+    #[arg(long)]
+    pub budget_evals: Option<usize>,
     /// Stop cleanly once the run cost this many USD (prices per model in the config).
     #[arg(long)]
     pub budget_usd: Option<f64>,
@@ -108,6 +114,7 @@ struct Shared {
     started: usize,
     used_tokens: u64,
     spent_usd: f64,
+    evaluations: usize,
     stop: Option<&'static str>,
     /// Outcomes sent by workers and not yet taken in by the main thread.
     pending: usize,
@@ -137,14 +144,21 @@ pub fn runs_dir() -> PathBuf {
 }
 
 fn open_llm(args: &MineArgs, cfg: &Config, run_dir: &Path) -> Result<Box<dyn LanguageModel>> {
-    if let Some(p) = &args.replay {
+    open_model(args.llm(), args.model.as_deref(), args.llm_threads, cfg, &run_dir.join("replies.jsonl"), args.replay.as_deref())
+}
+
+/// The model `llm` names (`local` or `openai:MODEL`), its replies recorded into `record`;
+/// with `replay`, no model at all: the replies recorded there, a request not among them an
+/// error.
+pub(super) fn open_model(llm: &str, model: Option<&Path>, threads: i32, cfg: &Config, record: &Path, replay: Option<&Path>) -> Result<Box<dyn LanguageModel>> {
+    if let Some(p) = replay {
         // Replay needs no model: the name the replies were recorded under is in the file.
         return Ok(Box::new(CachedModel::<Box<dyn LanguageModel>>::open(None, &recorded_model(p)?, p, Mode::Replay)?));
     }
-    let inner: Box<dyn LanguageModel> = match args.llm() {
+    let inner: Box<dyn LanguageModel> = match llm {
         "local" => {
-            let path = crate::llm::model_path(args.model.as_deref());
-            Box::new(LocalModel::load(&path, crate::llm::local::DEFAULT_CTX, args.llm_threads)?)
+            let path = crate::llm::model_path(model);
+            Box::new(LocalModel::load(&path, crate::llm::local::DEFAULT_CTX, threads)?)
         }
         s if s.starts_with("openai:") => {
             let (base, key) = super::config::openai_endpoint(cfg.llm_url.as_deref())?;
@@ -154,11 +168,7 @@ fn open_llm(args: &MineArgs, cfg: &Config, run_dir: &Path) -> Result<Box<dyn Lan
         s => bail!("unknown --llm '{s}': local or openai:MODEL"),
     };
     let name = inner.name();
-    let (path, mode) = match &args.replay {
-        Some(p) => (p.clone(), Mode::Replay),
-        None => (run_dir.join("replies.jsonl"), Mode::Record),
-    };
-    Ok(Box::new(CachedModel::open(Some(inner), &name, &path, mode)?))
+    Ok(Box::new(CachedModel::open(Some(inner), &name, record, Mode::Record)?))
 }
 
 /// The model a reply recording was made with (`local:NAME` or `openai:MODEL`), from its
@@ -187,6 +197,11 @@ impl MineArgs {
     }
 }
 
+/// Whether a writer calls a language model (`gp` and `random` do not).
+fn writes_with_llm(writer: &str) -> bool {
+    !["gp", "random"].contains(&writer)
+}
+
 /// What a run was started with (`run.json` in its directory), so that `--resume` continues
 /// the same run: the same writer, model, ablations and `[mine]` settings (a run that mixed
 /// them would be no arm of a comparison), up to the ideas or hours it was given.
@@ -199,6 +214,9 @@ pub(super) struct RunPlan {
     llm: String,
     no_inner_loop: bool,
     no_kb: bool,
+    /// The run's seed (runs of earlier versions: 0, which their draws used).
+    #[serde(default)]
+    seed: u64,
     /// The local model's GGUF (a local LLM writer's runs; runs recorded before it was kept
     /// mined with the 0.5B, the only local model there was).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -259,7 +277,8 @@ impl RunPlan {
             llm: args.llm().to_string(),
             no_inner_loop: args.no_inner_loop,
             no_kb: args.no_kb,
-            model: (args.llm() == "local" && args.writer() != "gp" && args.replay.is_none()).then(|| crate::llm::model_path(args.model.as_deref())),
+            seed: args.seed.unwrap_or(0),
+            model: (args.llm() == "local" && writes_with_llm(args.writer()) && args.replay.is_none()).then(|| crate::llm::model_path(args.model.as_deref())),
             spent_seconds: 0.0,
             start_combination: None,
             protocol: None,
@@ -276,19 +295,32 @@ impl RunPlan {
         if self.no_kb {
             f += " --no-kb";
         }
+        if self.seed != 0 {
+            f += &format!(" --seed {}", self.seed);
+        }
         if let Some(m) = &self.model {
             f += &format!(" --model {}", m.display());
         }
         f
     }
 
-    fn read(dir: &Path) -> Result<Option<RunPlan>> {
+    /// The accepted set's combination's valid Rank IC when the run started.
+    pub(super) fn start_combination(&self) -> Option<f64> {
+        self.start_combination
+    }
+
+    /// Wall time spent mining, over every session.
+    pub(super) fn spent_seconds(&self) -> f64 {
+        self.spent_seconds
+    }
+
+    pub(super) fn read(dir: &Path) -> Result<Option<RunPlan>> {
         let p = dir.join("run.json");
         match std::fs::read_to_string(&p) {
             Ok(text) => {
                 let mut plan: RunPlan = serde_json::from_str(&text).with_context(|| format!("{}: not a run plan", p.display()))?;
                 plan.mine = plan.mine.recorded_as_mined().resolved();
-                if plan.llm == "local" && plan.writer != "gp" && plan.model.is_none() {
+                if plan.llm == "local" && writes_with_llm(&plan.writer) && plan.model.is_none() {
                     plan.model = Some(crate::llm::small_gguf());
                 }
                 Ok(Some(plan))
@@ -320,7 +352,7 @@ impl Drop for UnstartedRun<'_> {
     }
 }
 
-fn read_log(path: &Path) -> Result<Vec<Outcome>> {
+pub(super) fn read_log(path: &Path) -> Result<Vec<Outcome>> {
     if !path.exists() {
         return Ok(Vec::new());
     }
@@ -363,6 +395,7 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
             writer: args.writer.clone().unwrap_or_else(|| p.writer.clone()),
             no_inner_loop: args.no_inner_loop || p.no_inner_loop,
             no_kb: args.no_kb || p.no_kb,
+            seed: args.seed.unwrap_or(p.seed),
             // (A run whose writer asks no local model has none to keep.)
             model: p.model.as_ref().map(|m| args.model.as_deref().map_or_else(|| m.clone(), |a| crate::llm::model_path(Some(a)))),
             ..p.clone()
@@ -377,7 +410,7 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
         }
         (args.llm, args.writer) = (Some(p.llm.clone()), Some(p.writer.clone()));
         args.model = p.model.clone().or(args.model.take());
-        (args.no_inner_loop, args.no_kb) = (p.no_inner_loop, p.no_kb);
+        (args.no_inner_loop, args.no_kb, args.seed) = (p.no_inner_loop, p.no_kb, Some(p.seed));
     }
     if let (None, Some(p)) = (&args.llm, &args.replay) {
         // A replay asks what the recorded run asked, and a local model's prompts carry a
@@ -385,7 +418,7 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
         let m = recorded_model(p)?;
         args.llm = Some(if m.starts_with("local:") { "local".into() } else { m });
     }
-    if args.llm().starts_with("openai:") && args.replay.is_none() && args.writer() != "gp" {
+    if args.llm().starts_with("openai:") && args.replay.is_none() && writes_with_llm(args.writer()) {
         // A missing key fails now, before a run directory is made and the data loaded.
         super::config::openai_endpoint(cfg.llm_url.as_deref())?;
     }
@@ -440,11 +473,12 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
         }
     }
     let sample = kb.behaviour_sample(&view.data, &splits)?;
-    let (gp, python) = match args.writer() {
-        "llm" => (false, false),
-        "python" => (false, true),
-        "gp" => (true, false),
-        w => bail!("unknown --writer '{w}': llm, python or gp"),
+    let (gp, python, random) = match args.writer() {
+        "llm" => (false, false, false),
+        "python" => (false, true, false),
+        "gp" => (true, false, false),
+        "random" => (true, false, true),
+        w => bail!("unknown --writer '{w}': llm, python, gp or random"),
     };
     let constrained = args.llm() == "local";
     let price = cfg.prices.get(args.llm()).copied().unwrap_or_default();
@@ -462,7 +496,7 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
     plan.write(&run_dir)?;
     let llm: Box<dyn LanguageModel> = if gp { Box::new(crate::llm::NoModel) } else { open_llm(&args, cfg, &run_dir)? };
     let extra_fields = cfg.writer_fields.clone();
-    let mcfg = plan.mine.apply(MineConfig { no_inner_loop: args.no_inner_loop, no_kb: args.no_kb, price, generation_size: args.generation_size.max(1), python, extra_fields, ..MineConfig::default() });
+    let mcfg = plan.mine.apply(MineConfig { seed: plan.seed, no_inner_loop: args.no_inner_loop, no_kb: args.no_kb, price, generation_size: args.generation_size.max(1), python, extra_fields, ..MineConfig::default() });
     let summaries_path = run_dir.join("summaries.jsonl");
     let miner = Miner::new(llm.as_ref(), &kb, &view, sample, mcfg.clone(), templates, run_id.clone(), constrained)?;
     unstarted.0 = None;
@@ -484,8 +518,8 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
     // Actions start from accepted alphas' code, read from the KB: not for the GP and
     // Python writers, nor without the KB.
     let actions = !gp && !python && !args.no_kb;
-    let pop = if gp { miner.gp_population()? } else { Default::default() };
-    let rng = crate::agent::gp::Rng::new(args.seed ^ done.len() as u64);
+    let pop = if gp && !random { miner.gp_population()? } else { Default::default() };
+    let rng = crate::agent::gp::Rng::new(plan.seed ^ done.len() as u64);
     let target = ideas.unwrap_or(if hours.is_some() { usize::MAX } else { 5 });
     let deadline = hours.map(|h| std::time::Instant::now() + std::time::Duration::from_secs_f64(h * 3600.0));
     // SAFETY: installs a handler that only stores to an atomic.
@@ -507,6 +541,7 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
         started: 0,
         used_tokens: done.iter().map(|o| o.prompt_tokens + o.completion_tokens).sum(),
         spent_usd: done.iter().map(|o| o.cost_usd).sum(),
+        evaluations: done.iter().map(evaluations).sum(),
         stop: None,
         pending: 0,
     });
@@ -541,6 +576,8 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
                         Some("token budget")
                     } else if args.budget_usd.is_some_and(|b| st.spent_usd >= b) {
                         Some("cost budget")
+                    } else if args.budget_evals.is_some_and(|b| st.evaluations >= b) {
+                        Some("evaluation budget")
                     } else {
                         None
                     };
@@ -572,7 +609,10 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
                     st.next_seq += 1;
                     (idea, seq, (seq / mcfg.generation_size) as u32)
                 };
-                let o = if gp {
+                let o = if random {
+                    let mut st = lock();
+                    miner.mine_idea_random(&idea, generation, seq, &mut st.rng)
+                } else if gp {
                     let mut st = lock();
                     let st = &mut *st;
                     miner.mine_idea_gp(&idea, generation, seq, &mut st.pop, &mut st.rng)
@@ -606,6 +646,7 @@ pub fn run(mut args: MineArgs, cfg: &Config) -> Result<i32> {
                     st.bandit.update(&o.family, reward);
                     st.used_tokens += o.prompt_tokens + o.completion_tokens;
                     st.spent_usd += o.cost_usd;
+                    st.evaluations += evaluations(&o);
                 }
                 plan.spent_seconds = spent_before + t0.elapsed().as_secs_f64();
                 o.at_seconds = Some(plan.spent_seconds);
@@ -676,17 +717,21 @@ pub(super) struct RunSummary<'a> {
     pub(super) plan: Option<&'a RunPlan>,
 }
 
+/// Candidates an idea evaluated (logs written before they were counted: one per round).
+fn evaluations(o: &Outcome) -> usize {
+    o.evaluations.unwrap_or(o.rounds as usize)
+}
+
 /// A run's totals: (accepted, tokens, candidates tried on valid, seconds in the writer,
 /// judge, evaluation and KB, candidates evaluated, evaluated per second of evaluation).
-fn totals(all: &[Outcome]) -> (usize, u64, usize, [f64; 4], usize, f64) {
+pub(super) fn totals(all: &[Outcome]) -> (usize, u64, usize, [f64; 4], usize, f64) {
     let acc = all.iter().filter(|o| o.status == "accepted").count();
     let tokens: u64 = all.iter().map(|o| o.prompt_tokens + o.completion_tokens).sum();
     // Logs written before attempts were counted hold none: such an idea counts as one if
     // its alpha reached valid.
     let attempts: usize = all.iter().map(|o| o.attempts.unwrap_or(o.valid_rank_ic.is_some() as usize)).sum();
     let t = all.iter().fold([0.0; 4], |a, o| [a[0] + o.timings.writer, a[1] + o.timings.judge, a[2] + o.timings.eval, a[3] + o.timings.kb]);
-    // Logs written before evaluations were counted: one per round.
-    let evaluations: usize = all.iter().map(|o| o.evaluations.unwrap_or(o.rounds as usize)).sum();
+    let evaluations: usize = all.iter().map(evaluations).sum();
     (acc, tokens, attempts, t, evaluations, evaluations as f64 / t[2].max(1e-9))
 }
 

@@ -6,8 +6,10 @@ mod data_cmd;
 mod eval;
 mod growth;
 mod kb;
+mod leaderboard;
 mod mine;
 mod report;
+mod study;
 mod train;
 pub mod table;
 
@@ -62,6 +64,10 @@ pub enum Command {
     /// and how many writer/judge rounds an idea gets are `[mine]` settings of the config
     /// file (docs/configuration.md); a run keeps them in its run.json.
     Mine(mine::MineArgs),
+    /// Arms × seeds × a budget per run, each run from its own copy of a starting KB, and
+    /// one summary per arm (mean ± RSD and median over the seeds): how one way of mining
+    /// compares with another (docs/study.md).
+    Study(study::StudyArgs),
     /// Mining runs and their summaries.
     Runs {
         #[command(subcommand)]
@@ -107,6 +113,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Data { cmd } => data_cmd::run(cmd, &cfg),
         Command::Kb(a) => kb::run(a, &cfg),
         Command::Mine(a) => mine::run(a, &cfg),
+        Command::Study(a) => study::run(a, &cfg, cli.config.as_deref(), &cli.log),
         Command::Runs { cmd, json } => mine::runs(cmd, json),
         Command::Report(a) => report::run(a, &cfg),
         Command::Train(a) => train::run_train(a, &cfg),

@@ -109,6 +109,11 @@ pub fn review_gbnf() -> String {
     format!("root ::= \"SCORE: \" (\"10\" | [0-9]) \"\\nADVICE: \" sentence (\" \" sentence)?\n{SENTENCE}")
 }
 
+/// Exactly one of `options`, nothing else.
+pub fn choice_gbnf(options: &[&str]) -> String {
+    format!("root ::= {}", options.iter().map(|o| format!("{o:?}")).collect::<Vec<_>>().join(" | "))
+}
+
 /// A generated idea: `HYPOTHESIS:` and one or two sentences.
 pub fn hypothesis_gbnf() -> String {
     format!("root ::= \"HYPOTHESIS: \" sentence (\" \" sentence)?\n{SENTENCE}")

@@ -133,6 +133,53 @@ pub fn lines(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[S
     Ok(())
 }
 
+/// A square matrix of values in [0, 1] as coloured cells (blue under 0.5, red over, white
+/// at 0.5), each with its value written in; `labels` name the rows (top to bottom) and the
+/// columns (left to right). Empty cells (None) stay grey.
+pub fn heatmap(path: &Path, title: &str, labels: &[String], m: &[Vec<Option<f64>>]) -> Result<(), String> {
+    check_png(path)?;
+    let has_font = font();
+    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let k = labels.len();
+    if k == 0 {
+        return Err(format!("{}: nothing to plot", path.display()));
+    }
+    let cell = (480 / k as u32).clamp(40, 120);
+    let (left, top) = (150u32, 60u32);
+    let root = BitMapBackend::new(path, (left + cell * k as u32 + 30, top + cell * k as u32 + 60)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    if has_font {
+        root.draw(&Text::new(title.to_string(), (20, 15), ("sans-serif", 20))).map_err(|e| err(&e))?;
+    }
+    let colour = |v: f64| {
+        let t = ((v - 0.5) * 2.0).clamp(-1.0, 1.0);
+        let fade = |c: f64| (255.0 - (255.0 - c) * t.abs()) as u8;
+        if t >= 0.0 { RGBColor(fade(200.0), fade(40.0), fade(40.0)) } else { RGBColor(fade(40.0), fade(80.0), fade(200.0)) }
+    };
+    for (i, row) in m.iter().enumerate().take(k) {
+        for (j, v) in row.iter().enumerate().take(k) {
+            let (x, y) = ((left + cell * j as u32) as i32, (top + cell * i as u32) as i32);
+            let fill = v.map_or(RGBColor(220, 220, 220), colour);
+            root.draw(&Rectangle::new([(x, y), (x + cell as i32, y + cell as i32)], fill.filled())).map_err(|e| err(&e))?;
+            root.draw(&Rectangle::new([(x, y), (x + cell as i32, y + cell as i32)], BLACK.stroke_width(1))).map_err(|e| err(&e))?;
+            if let (Some(v), true) = (v, has_font) {
+                root.draw(&Text::new(format!("{v:.2}"), (x + cell as i32 / 2 - 14, y + cell as i32 / 2 - 8), ("sans-serif", 16))).map_err(|e| err(&e))?;
+            }
+        }
+    }
+    if has_font {
+        for (i, l) in labels.iter().enumerate() {
+            let y = (top + cell * i as u32 + cell / 2) as i32 - 8;
+            root.draw(&Text::new(l.clone(), (10, y), ("sans-serif", 15))).map_err(|e| err(&e))?;
+            let x = (left + cell * i as u32) as i32 + 4;
+            root.draw(&Text::new(l.chars().take(12).collect::<String>(), (x, (top + cell * k as u32) as i32 + 8), ("sans-serif", 14))).map_err(|e| err(&e))?;
+        }
+        root.draw(&Text::new("row's win rate against column".to_string(), (left as i32, (top + cell * k as u32) as i32 + 32), ("sans-serif", 14))).map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

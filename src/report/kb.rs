@@ -35,7 +35,37 @@ pub struct Holdout {
     pub bar_t: f64,
 }
 
+/// The accepted alphas that have a test figure and a valid Rank IC, in summary.
+#[derive(Debug, Clone, Copy)]
+pub struct HoldoutSummary {
+    pub alphas: usize,
+    /// Mean Rank IC on train, valid and test.
+    pub train: f64,
+    pub valid: f64,
+    pub test: f64,
+    /// How many kept valid's sign on test.
+    pub kept_sign: usize,
+}
+
 impl Holdout {
+    /// None when no accepted alpha has both a valid and a test Rank IC.
+    pub fn summary(&self) -> Option<HoldoutSummary> {
+        let ric = |m: &Option<Metrics>| metric(m, |m| m.rank_ic);
+        let tested: Vec<&HoldoutRow> = self.rows.iter().filter(|x| ric(&x.valid).is_finite() && ric(&x.test).is_finite()).collect();
+        if tested.is_empty() {
+            return None;
+        }
+        let k = tested.len() as f64;
+        let mean = |g: &dyn Fn(&HoldoutRow) -> f64| tested.iter().map(|x| g(x)).filter(|v| v.is_finite()).sum::<f64>() / k;
+        Some(HoldoutSummary {
+            alphas: tested.len(),
+            train: mean(&|x| ric(&x.train)),
+            valid: mean(&|x| ric(&x.valid)),
+            test: mean(&|x| ric(&x.test)),
+            kept_sign: tested.iter().filter(|x| ric(&x.valid).signum() == ric(&x.test).signum()).count(),
+        })
+    }
+
     /// How many clear the bar on valid.
     pub fn clears(&self) -> usize {
         self.rows.iter().filter(|r| r.valid_t.is_some_and(|t| t.abs() >= self.bar_t)).count()
@@ -172,20 +202,17 @@ pub fn kb_page(r: &KbReport) -> String {
                     h.rows.len()
                 ),
             );
-            let ric = |m: &Option<Metrics>| metric(m, |m| m.rank_ic);
-            let tested: Vec<&HoldoutRow> = h.rows.iter().filter(|x| x.test.is_some() && ric(&x.valid).is_finite()).collect();
-            if !tested.is_empty() {
-                let k = tested.len() as f64;
-                let mean = |g: &dyn Fn(&HoldoutRow) -> f64| tested.iter().map(|x| g(x)).filter(|v| v.is_finite()).sum::<f64>() / k;
-                let kept = tested.iter().filter(|x| ric(&x.valid).signum() == ric(&x.test).signum()).count();
+            if let Some(m) = h.summary() {
                 page.p(&format!(
-                    "Mean Rank IC of the {} accepted alphas: train {}, valid {}, test {}; test kept valid's sign for {kept} of them.",
-                    tested.len(),
-                    num(mean(&|x| ric(&x.train))),
-                    num(mean(&|x| ric(&x.valid))),
-                    num(mean(&|x| ric(&x.test)))
+                    "Mean Rank IC of the {} accepted alphas: train {}, valid {}, test {}; test kept valid's sign for {} of them.",
+                    m.alphas,
+                    num(m.train),
+                    num(m.valid),
+                    num(m.test),
+                    m.kept_sign
                 ));
             }
+            let ric = |m: &Option<Metrics>| metric(m, |m| m.rank_ic);
             let rows: Vec<Vec<String>> = h
                 .rows
                 .iter()
