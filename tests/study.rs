@@ -101,6 +101,9 @@ fn a_two_arm_two_seed_study_summarises_its_runs_and_replays() {
             assert_eq!(run["accepted"], acc, "{id}");
             let attempts: u64 = lines.iter().map(|o| o["attempts"].as_u64().expect("attempts")).sum();
             assert_eq!(run["attempts"], attempts, "{id}");
+            if attempts > 0 {
+                assert!((run["accepted_per_1000"].as_f64().expect("rate") - acc as f64 * 1000.0 / attempts as f64).abs() < 1e-9, "{id}: {run}");
+            }
             let b = lines.iter().filter_map(|o| o["valid_rank_ic"].as_f64()).fold(f64::NAN, f64::max);
             assert!((run["best_valid_rank_ic"].as_f64().expect("best") - b).abs() < 1e-12, "{id}: {run}");
             // The run mined from its own copy of the three alphas.

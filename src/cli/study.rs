@@ -144,6 +144,9 @@ pub struct RunFigures {
     /// Candidates whose valid metrics were computed.
     pub attempts: usize,
     pub evaluations: usize,
+    /// Accepted per 1,000 candidates tried on valid: for the `random` arm, the rate at
+    /// which the acceptance rule lets noise through.
+    pub accepted_per_1000: f64,
     /// Over the ideas' final alphas (every status).
     pub best_valid_rank_ic: f64,
     pub median_valid_rank_ic: f64,
@@ -169,6 +172,7 @@ const FIGURES: &[(&str, &str)] = &[
     ("accepted", "accepted"),
     ("attempts", "tried on valid"),
     ("evaluations", "evaluated"),
+    ("accepted_per_1000", "accepted per 1,000 tried"),
     ("best_valid_rank_ic", "best valid Rank IC"),
     ("median_valid_rank_ic", "median valid Rank IC"),
     ("combination_valid_rank_ic", "combination valid Rank IC"),
@@ -232,6 +236,7 @@ impl RunFigures {
             accepted,
             attempts,
             evaluations,
+            accepted_per_1000: if attempts > 0 { accepted as f64 * 1000.0 / attempts as f64 } else { f64::NAN },
             best_valid_rank_ic: valid.iter().copied().fold(f64::NAN, f64::max),
             median_valid_rank_ic: median(&valid),
             combination_valid_rank_ic: combination,
