@@ -175,6 +175,16 @@ mod tests {
     }
 
     #[test]
+    fn quartiles_keep_mining_order_and_split_evenly() {
+        let recs: Vec<AlphaRecord> = (0..10).map(|i| AlphaRecord::new(format!("r{i}"), Kind::Expression, "close", Status::Accepted)).collect();
+        let g = quantiles(recs, 4);
+        assert_eq!(g.iter().map(|g| g.alphas.len()).collect::<Vec<_>>(), [3, 2, 3, 2]);
+        assert_eq!(g.iter().map(|g| g.name.as_str()).collect::<Vec<_>>(), ["Q1", "Q2", "Q3", "Q4"]);
+        assert_eq!(g[0].alphas[0].id, "r0");
+        assert_eq!(g[3].alphas[1].id, "r9");
+    }
+
+    #[test]
     fn a_choice_that_flips_with_the_order_is_a_tie() {
         let g = |n: &str| Group { name: n.into(), alphas: Vec::new() };
         let j = |w: &str| Judged { groups: (0, 1), x: "a".into(), y: "b".into(), x_first: String::new(), y_first: String::new(), winner: w.into() };
