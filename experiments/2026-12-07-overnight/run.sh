@@ -65,6 +65,8 @@ wait
 # sign of its train Rank IC, averaged (`eval` resolves alpha:ID from the KB).
 combination() { # kb ids-file horizon out
     [ -f "$4" ] && return 0
+    # A set with no alphas has no combination.
+    grep -q . "$2" || return 0
     local expr
     expr="$("$A" kb --kb "$1" --json export | python3 -c '
 import json, sys
@@ -77,27 +79,61 @@ for r in recs:
         terms.append(("+" if ric > 0 else "-") + " rank(alpha:" + r["id"] + ")")
 print("(" + " ".join(terms).lstrip("+ ") + ") / " + str(len(terms)))
 ' "$2")"
-    "$A" eval --kb "$1" --horizon "$3" --period train,valid,test --json "$expr" > "$4"
+    "$A" eval --kb "$1" --horizon "$3" --period train,valid,test --json "$expr" > "$4.part"
+    mv "$4.part" "$4"
 }
 
 for arm in llm gp; do
     kb="$work/kb-$arm"
-    [ -f "$here/accepted-$arm.toml" ] || "$A" kb --kb "$kb" export --status accepted -o "$here/accepted-$arm.toml" 2>/dev/null
+    # The arm's accepted mined alphas as a self-contained alpha file (any record their code
+    # names as alpha:ID goes with them): what anyone can score on other data, and the
+    # features at every horizon (KB records keep the label they were scored at).
+    if [ ! -f "$here/accepted-$arm.toml" ]; then
+        "$A" kb --kb "$kb" --json export --status all | python3 -c '
+import json, re, sys
+recs = {r["id"]: r for r in json.load(sys.stdin)}
+keep = [i for i, r in recs.items() if r.get("run_id") and r["status"]["state"] == "accepted" and r["kind"] == "expression"]
+i = 0
+while i < len(keep):
+    for ref in re.findall(r"alpha:([A-Za-z0-9_.-]+)", recs[keep[i]]["code"]):
+        if ref in recs and ref not in keep:
+            keep.append(ref)
+    i += 1
+print("# The accepted alphas the arm mined, with the records their code names as alpha:ID.")
+for i in keep:
+    r = recs[i]
+    code, family = json.dumps(r["code"]), json.dumps(r.get("family", ""))
+    print()
+    print("[[alpha]]")
+    print("id = " + json.dumps(i))
+    print("formula = " + code)
+    print("family = " + family)
+' > "$work/accepted-$arm.part"
+        mv "$work/accepted-$arm.part" "$here/accepted-$arm.toml"
+    fi
     "$A" kb --kb "$kb" --json export --status accepted | python3 -c 'import json,sys; print("\n".join(r["id"] for r in json.load(sys.stdin) if r.get("run_id")))' > "$work/mined-$arm.ids"
     "$A" kb --kb "$kb" --json export --status accepted | python3 -c 'import json,sys; print("\n".join(r["id"] for r in json.load(sys.stdin)))' > "$work/all-$arm.ids"
     for h in 1 5; do
-        if [ -s "$work/mined-$arm.ids" ] && [ ! -f "$here/train-$arm-h$h.json" ]; then
-            "$A" train --kb "$kb" --horizon "$h" --ids "$(paste -sd, "$work/mined-$arm.ids")" --out "$work/model-$arm-h$h.json" --json > "$here/train-$arm-h$h.json"
+        # (An arm that accepted nothing has no model to train.) The alpha101 seeds through
+        # the same model are its baseline.
+        if grep -q . "$work/mined-$arm.ids" && [ ! -f "$here/train-$arm-h$h.json" ]; then
+            "$A" train --seeds "$here/accepted-$arm.toml" --baseline alpha_kb/seeds/alpha101.toml --horizon "$h" --out "$work/model-$arm-h$h.json" --json > "$work/train-$arm-h$h.part"
+            mv "$work/train-$arm-h$h.part" "$here/train-$arm-h$h.json"
         fi
-        combination "$kb" "$work/mined-$arm.ids" "$h" "$here/combination-mined-$arm-h$h.json"
-        combination "$kb" "$work/all-$arm.ids" "$h" "$here/combination-all-$arm-h$h.json"
+        [ "$h" = 1 ] && combination "$kb" "$work/mined-$arm.ids" "$h" "$here/combination-mined-$arm-h$h.json"
+        [ "$h" = 1 ] && combination "$kb" "$work/all-$arm.ids" "$h" "$here/combination-all-$arm-h$h.json"
     done
 done
 "$A" kb --kb "$work/seeds" --json export | python3 -c 'import json,sys; print("\n".join(r["id"] for r in json.load(sys.stdin)))' > "$work/seeds.ids"
 "$A" kb --kb "$work/alpha158" --json export | python3 -c 'import json,sys; print("\n".join(r["id"] for r in json.load(sys.stdin)))' > "$work/alpha158.ids"
 for h in 1 5; do
-    [ -f "$here/train-alpha158-h$h.json" ] || "$A" train --seeds alpha_kb/seeds/alpha158.toml --no-seed-baseline --horizon "$h" --out "$work/model-alpha158-h$h.json" --json > "$here/train-alpha158-h$h.json"
-    combination "$work/seeds" "$work/seeds.ids" "$h" "$here/combination-seeds-h$h.json"
-    combination "$work/alpha158" "$work/alpha158.ids" "$h" "$here/combination-alpha158-h$h.json"
+    if [ ! -f "$here/train-seeds-h$h.json" ]; then
+        "$A" train --seeds --no-seed-baseline --horizon "$h" --out "$work/model-seeds-h$h.json" --json > "$work/train-seeds-h$h.part"
+        mv "$work/train-seeds-h$h.part" "$here/train-seeds-h$h.json"
+    fi
+    if [ ! -f "$here/train-alpha158-h$h.json" ]; then
+        "$A" train --seeds alpha_kb/seeds/alpha158.toml --no-seed-baseline --horizon "$h" --out "$work/model-alpha158-h$h.json" --json > "$work/train-alpha158-h$h.part"
+        mv "$work/train-alpha158-h$h.part" "$here/train-alpha158-h$h.json"
+    fi
 done
 python3 "$here/summarise.py" "$here" > "$here/results.md"
