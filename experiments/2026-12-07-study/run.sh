@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The recorded study: experiments/2026-12-07-study/study.toml, 5 arms × 3 seeds × 0.5 h,
-# with each run's self-improvement curve and the combined models on test (--final).
+# with each run's self-improvement curve, the combined models on test (--final), and the
+# idea-relevance leaderboard across the arms (10 pairs for every two arms, both orders).
 # Resumable: run it again and the study continues where it stopped. Work files go to
 # ~/.cache/alphaloop/experiments/2026-12-07-study; summary.json and curves.png beside this
 # script.
@@ -21,6 +22,8 @@ if [ ! -x "$work/bin/alphaloop" ]; then
     touch src/main.rs
 fi
 cd "$work/src"
-"$work/bin/alphaloop" study "$here/study.toml" --dir "$work/study" --curve --final --json > "$work/summary.json"
+"$work/bin/alphaloop" study "$here/study.toml" --dir "$work/study" --curve --final --leaderboard --pairs 10 --json > "$work/summary.json"
 cp "$work/summary.json" "$here/summary.json"
-[ -f "$work/study/curves.png" ] && cp "$work/study/curves.png" "$here/curves.png"
+cp "$work/study/curves.png" "$here/curves.png"
+cp "$work/study/leaderboard/heatmap.png" "$here/leaderboard.png"
+cp "$work/study/leaderboard/pairs.jsonl" "$here/leaderboard-pairs.jsonl"
