@@ -218,10 +218,6 @@ impl Spread {
     }
 }
 
-fn median(v: &[f64]) -> f64 {
-    Spread::of(v).median
-}
-
 impl RunFigures {
     /// From a run's log, its plan and (when it accepted anything) its model's `train --json`.
     pub fn of(id: &str, seed: u64, outcomes: &[Outcome], start: Option<f64>, spent_seconds: f64, model: Option<&Value>, final_test: bool) -> RunFigures {
@@ -238,7 +234,7 @@ impl RunFigures {
             evaluations,
             accepted_per_1000: if attempts > 0 { accepted as f64 * 1000.0 / attempts as f64 } else { f64::NAN },
             best_valid_rank_ic: valid.iter().copied().fold(f64::NAN, f64::max),
-            median_valid_rank_ic: median(&valid),
+            median_valid_rank_ic: Spread::of(&valid).median,
             combination_valid_rank_ic: combination,
             combination_gain: combination - start.unwrap_or(f64::NAN),
             model_valid_rank_ic: get("valid", "rank_ic"),
@@ -248,11 +244,6 @@ impl RunFigures {
             cost_usd: outcomes.iter().map(|o| o.cost_usd).sum(),
             hours: spent_seconds / 3600.0,
         }
-    }
-
-    fn figure(&self, key: &str) -> Option<f64> {
-        let v = serde_json::to_value(self).ok()?;
-        v.get(key).map(|x| x.as_f64().unwrap_or(f64::NAN))
     }
 }
 
@@ -502,9 +493,11 @@ fn summarise(study: &StudyFile, at: &Layout, final_test: bool, curve: bool) -> R
                 arm_curves.push(serde_json::from_str(&t)?);
             }
         }
+        // Each run's figures by name, read once (NaN is written as null).
+        let named: Vec<Value> = runs.iter().map(serde_json::to_value).collect::<Result<_, _>>()?;
         let mut summary = serde_json::Map::new();
         for (key, _) in FIGURES {
-            let v: Vec<f64> = runs.iter().filter_map(|r| r.figure(key)).collect();
+            let v: Vec<f64> = named.iter().filter_map(|r| r.get(*key)).map(|x| x.as_f64().unwrap_or(f64::NAN)).collect();
             if !v.is_empty() {
                 summary.insert(key.to_string(), serde_json::to_value(Spread::of(&v))?);
             }
