@@ -24,19 +24,10 @@ root="$here/../.."
 cd "$root"
 . scripts/env.sh
 work="$ALPHALOOP_CACHE/experiments/2026-12-07-overnight"
-mkdir -p "$work/bin"
 export ALPHALOOP_DATA="$(realpath ../shared/data/sp500_daily.parquet)" ALPHALOOP_RUNS="$work/runs"
 
-# The code of the whole experiment: a worktree of the commit it was first run from, built
-# once and copied out of the shared target directory.
-[ -f "$work/commit" ] || git rev-parse HEAD > "$work/commit"
-if [ ! -x "$work/bin/alphaloop" ]; then
-    git worktree prune
-    [ -d "$work/src" ] || git worktree add -f --detach "$work/src" "$(cat "$work/commit")" >/dev/null
-    (cd "$work/src" && cargo build --release -q --bin alphaloop)
-    cp "$CARGO_TARGET_DIR/release/alphaloop" "$work/bin/alphaloop"
-    touch src/main.rs
-fi
+# The code of the whole experiment: the commit it was first run from (scripts/pinned-build).
+scripts/pinned-build "$work"
 A="$work/bin/alphaloop"
 cd "$work/src"
 if [ ! -d "$work/seeds" ]; then
