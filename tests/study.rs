@@ -114,6 +114,18 @@ fn a_two_arm_two_seed_study_summarises_its_runs_and_replays() {
             // figures only with --final.
             assert_eq!(run["model_valid_rank_ic"].is_number(), acc > 0, "{id}: {run}");
             assert!(run.get("model_test_rank_ic").is_none());
+            // The curve: the starting KB's (computed once for the study), then, for a run
+            // that accepted some, its own points from the start's size on.
+            let read = |p: PathBuf| serde_json::from_str::<Value>(&std::fs::read_to_string(&p).expect("curve")).expect("json");
+            let (curve, start) = (read(dir.join("runs").join(&id).join("curve.json")), read(dir.join("start-curve.json")));
+            let ks = |c: &Value| c.as_array().expect("points").iter().map(|p| p["k"].as_u64().expect("k")).collect::<Vec<_>>();
+            let n_start = *ks(&start).last().expect("a start point");
+            assert_eq!(ks(&curve).last().copied(), Some(n_start + acc as u64), "{id}: {curve}");
+            if acc == 0 {
+                assert_eq!(curve, start, "{id}: nothing accepted, nothing retrained");
+            } else {
+                assert!(ks(&curve).contains(&n_start), "{id}: {curve}");
+            }
             accepted.push(acc as f64);
             best.push(b);
         }

@@ -14,7 +14,11 @@ export ALPHALOOP_DATA="$(realpath ../shared/data/sp500_daily.parquet)"
 # The code of the whole experiment: the commit it was first run from (scripts/pinned-build).
 scripts/pinned-build "$work"
 cd "$work/src"
-"$work/bin/alphaloop" study "$here/study.toml" --dir "$work/study" --curve --final --leaderboard --pairs 5 --json > "$work/summary.json"
+# Every run on one core of its own (CPU 0; the llama.cpp, evaluation and XGBoost threads
+# follow the affinity), so that work on the other core leaves each run's wall-clock budget
+# the same.
+export RAYON_NUM_THREADS=1
+taskset -c 0 "$work/bin/alphaloop" study "$here/study.toml" --dir "$work/study" --curve --final --leaderboard --pairs 5 --json > "$work/summary.json"
 cp "$work/summary.json" "$here/summary.json"
 cp "$work/study/curves.png" "$here/curves.png"
 cp "$work/study/leaderboard/heatmap.png" "$here/leaderboard.png"

@@ -264,7 +264,8 @@ pub fn embedder(cfg: &Config) -> Result<std::sync::Arc<dyn crate::kb::embed::Emb
     }
 }
 
-fn status_filter(status: &str, family: Option<&str>) -> Result<Filter> {
+/// The records a `--status` (and `--family`) flag keeps.
+pub fn status_filter(status: &str, family: Option<&str>) -> Result<Filter> {
     let mut f = Filter::new();
     match status {
         "all" => {}

@@ -158,7 +158,7 @@ pub(super) fn open_model(llm: &str, model: Option<&Path>, threads: i32, cfg: &Co
     let inner: Box<dyn LanguageModel> = match llm {
         "local" => {
             let path = crate::llm::model_path(model);
-            Box::new(LocalModel::load(&path, crate::llm::local::DEFAULT_CTX, threads)?)
+            Box::new(LocalModel::load(&path, crate::llm::LOCAL_CTX, threads)?)
         }
         s if s.starts_with("openai:") => {
             let (base, key) = super::config::openai_endpoint(cfg.llm_url.as_deref())?;

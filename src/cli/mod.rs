@@ -1,6 +1,6 @@
 //! The `alphaloop` command line.
 
-mod batch;
+pub mod batch;
 mod config;
 mod data_cmd;
 mod eval;
@@ -13,7 +13,9 @@ mod study;
 mod train;
 pub mod table;
 
-pub use config::{resolve_data, Config};
+pub use config::{cost_bps, resolve_data, Config, MetricsSettings};
+pub use kb::{open as open_kb, status_filter};
+pub use train::train_json;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -120,7 +122,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Predict(a) => train::run_predict(a, &cfg),
         Command::Serve { host, port, model, llm_threads } => {
             let path = crate::llm::model_path(model.as_deref());
-            let m = crate::llm::local::LocalModel::load(&path, crate::llm::local::DEFAULT_CTX, llm_threads)?;
+            let m = crate::llm::local::LocalModel::load(&path, crate::llm::LOCAL_CTX, llm_threads)?;
             let listener = std::net::TcpListener::bind((host.as_str(), port)).with_context(|| format!("cannot listen on {host}:{port}"))?;
             let addr = listener.local_addr()?;
             {

@@ -88,6 +88,11 @@ pub struct TrainArgs {
     /// k = 5, 10, 20, ... and write curve.csv and curve.png into this directory.
     #[arg(long)]
     pub curve: Option<PathBuf>,
+    /// With --curve: only the points from k = K on, K itself first. The points below K
+    /// are the same for every KB that starts with the same K alphas, as a study's runs
+    /// all do: computed once for the start, not again for each run.
+    #[arg(long, requires = "curve", value_name = "K")]
+    pub curve_from: Option<usize>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -243,8 +248,12 @@ pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
     let say = |s: &str| pb.set_message(s.to_string());
 
     if let Some(dir) = &args.curve {
-        let mut ks: Vec<usize> = std::iter::successors(Some(5usize), |k| Some(k * 2)).take_while(|k| *k < features.len()).collect();
-        ks.push(features.len());
+        let (n, from) = (features.len(), args.curve_from.unwrap_or(0));
+        let mut ks: Vec<usize> = std::iter::successors(Some(5usize), |k| Some(k * 2)).take_while(|k| *k < n).filter(|k| *k > from).collect();
+        if from > 0 && from < n {
+            ks.insert(0, from);
+        }
+        ks.push(n);
         let mut rows = Vec::new();
         for k in ks {
             say(&format!("curve: k = {k}"));
@@ -269,7 +278,7 @@ pub fn run_train(args: TrainArgs, cfg: &Config) -> Result<i32> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     let seeds = seed_model.as_ref().map(|(n, m)| (n.as_str(), m));
-    let report = train_json(&res, seeds, &args, &tcfg)?;
+    let report = train_json(&res, seeds, Some(&args.out), &tcfg)?;
     let mut saved = std::mem::take(&mut res.saved);
     saved.report = Some(report.clone());
     saved.save(&args.out)?;
@@ -294,15 +303,16 @@ fn report_json(r: &Report) -> serde_json::Value {
     serde_json::to_value(r).unwrap_or_default()
 }
 
-/// The numbers `train --json` prints, which the saved model keeps for `report --model`.
-fn train_json(res: &TrainResult, seeds: Option<(&str, &TrainResult)>, args: &TrainArgs, tcfg: &TrainConfig) -> Result<serde_json::Value> {
+/// The numbers `train --json` prints, which the saved model keeps for `report --model`
+/// (`model_file`: where it was saved, if it was).
+pub fn train_json(res: &TrainResult, seeds: Option<(&str, &TrainResult)>, model_file: Option<&Path>, tcfg: &TrainConfig) -> Result<serde_json::Value> {
     let mut v = report_json(&res.model);
     v["features"] = serde_json::to_value(&res.features)?;
     v["trees"] = serde_json::json!(res.trees);
     v["label"] = serde_json::json!({"horizon": res.saved.label.0, "gap": res.saved.label.1});
     v["importance"] = serde_json::to_value(&res.importance)?;
     v["settings"] = serde_json::to_value(tcfg)?;
-    v["model_file"] = serde_json::json!(args.out);
+    v["model_file"] = serde_json::json!(model_file);
     if let Some(w) = &res.walk_forward {
         v["walk_forward"] = serde_json::to_value(w)?;
     }

@@ -378,7 +378,18 @@ fn strings(path: &Path, col: &Column) -> Result<Vec<String>, DataError> {
 /// Rows may come in any order; duplicate (date, symbol) pairs, missing columns and
 /// non-numeric values are errors that name the file, column and row.
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
-    let df = read_frame(path)?;
+    from_frame(read_frame(path)?, path, opts, true)
+}
+
+/// Loads a long-format frame already in memory (the Python package's pandas and polars
+/// input) with the same checks as [`load`]; `name` stands for the file in its errors, and
+/// groups come from `opts` alone.
+pub fn load_frame(df: DataFrame, name: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
+    from_frame(df, name, opts, false)
+}
+
+/// `beside`: a `sp500_constituents.csv` next to the file gives the groups unless `opts` does.
+fn from_frame(df: DataFrame, path: &Path, opts: &LoadOptions, beside: bool) -> Result<MarketData, DataError> {
     if df.height() == 0 {
         return Err(DataError::Empty { path: path.to_path_buf() });
     }
@@ -507,7 +518,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<MarketData, DataError> {
     }
 
     let groups_path = opts.groups.clone().or_else(|| {
-        let p = path.parent()?.join("sp500_constituents.csv");
+        let p = path.parent().filter(|_| beside)?.join("sp500_constituents.csv");
         p.exists().then_some(p)
     });
     let groups = match groups_path {

@@ -9,7 +9,7 @@ mod panel;
 mod split;
 
 pub use date::Date;
-pub use load::{load, load_groups, LoadOptions};
+pub use load::{load, load_frame, load_groups, LoadOptions};
 pub use panel::{gather_date_block, pool, prefetch, prefetch_l2, scatter_date_block, transpose, with_avx512, Panel, LANES};
 pub use split::{Period, Splits};
 

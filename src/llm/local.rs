@@ -36,9 +36,6 @@ fn backend() -> Result<&'static LlamaBackend, LlmError> {
     .map_err(|e| LlmError::Local(e.clone()))
 }
 
-/// Context of one request (prompt and reply) for the CLI's model: the agent's prompts are
-/// under 2,000 tokens and its replies at most 400.
-pub const DEFAULT_CTX: u32 = 6144;
 
 /// KV-cache sequences kept side by side: one per prompt role is enough for the agent.
 pub const SLOTS: usize = 4;

@@ -4,7 +4,39 @@
 
 pub mod cache;
 pub mod grammar;
+/// Context of one request (prompt and reply) for the CLI's local model: the agent's prompts
+/// are under 2,000 tokens and its replies at most 400.
+pub const LOCAL_CTX: u32 = 6144;
+
+#[cfg(feature = "local-llm")]
 pub mod local;
+#[cfg(not(feature = "local-llm"))]
+pub mod local {
+    //! A build without the embedded model (the `local-llm` feature): [`LocalModel`] cannot
+    //! be made, and asking for it says which build has it.
+    use super::{ChatRequest, LanguageModel, LlmError, Reply};
+
+    /// Uninhabited: no value of it exists in this build.
+    pub enum LocalModel {}
+
+    impl LocalModel {
+        pub fn load(path: &std::path::Path, _n_ctx: u32, _threads: i32) -> Result<LocalModel, LlmError> {
+            Err(LlmError::Model {
+                path: path.display().to_string(),
+                msg: "this build has no embedded model (built without the `local-llm` feature): use an OpenAI-compatible one, --llm openai:MODEL".into(),
+            })
+        }
+    }
+
+    impl LanguageModel for LocalModel {
+        fn chat(&self, _: &ChatRequest) -> Result<Reply, LlmError> {
+            match *self {}
+        }
+        fn name(&self) -> String {
+            match *self {}
+        }
+    }
+}
 pub mod openai;
 pub mod retry;
 pub mod serve;
