@@ -33,11 +33,25 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([cli(), *args], cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def sample_config(tmp_path_factory):
+    """Both sides under one config (as the CLI's tests): the sample's own splits, train
+    2015-2016, valid 2017, test 2018, through $ALPHALOOP_CONFIG, which both read."""
+    cfg = tmp_path_factory.mktemp("config") / "alphaloop.toml"
+    cfg.write_text('[splits]\ntrain = ["2015-01-01", "2016-12-31"]\nvalid = ["2017-01-01", "2017-12-31"]\ntest = ["2018-01-01", "2018-12-31"]\n')
+    old = os.environ.get("ALPHALOOP_CONFIG")
+    os.environ["ALPHALOOP_CONFIG"] = str(cfg)
+    yield cfg
+    if old is None:
+        del os.environ["ALPHALOOP_CONFIG"]
+    else:
+        os.environ["ALPHALOOP_CONFIG"] = old
+
+
 @pytest.fixture(autouse=True)
-def no_config(tmp_path, monkeypatch):
-    """Both sides without any alphaloop.toml: the built-in splits and label."""
+def elsewhere(tmp_path, monkeypatch):
+    """Each test in its own directory, with no data or KB named by the environment."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("ALPHALOOP_CONFIG", raising=False)
     monkeypatch.delenv("ALPHALOOP_DATA", raising=False)
     monkeypatch.delenv("ALPHALOOP_KB", raising=False)
 
@@ -69,7 +83,7 @@ def test_load_reads_the_sample(panel):
 
 
 def test_evaluate_equals_the_cli(panel, tmp_path):
-    for period in ["train", "valid", "2016-01-01:2016-12-31"]:
+    for period in ["train", "valid", "2016-03-01:2016-09-30"]:
         got = al.evaluate(EXPR, panel, period)
         out = run_cli("eval", "--data", str(SAMPLE), "--period", period, "--json", EXPR, cwd=tmp_path)
         assert out.returncode == 0, out.stderr
@@ -127,7 +141,7 @@ def test_values_wide_is_dates_by_symbols(panel):
     long = al.values(EXPR, panel, "test")
     wide = al.values(EXPR, panel, "test", wide=True)
     assert isinstance(wide, pd.DataFrame) and wide.shape == (long.height // 60, 60)
-    assert list(wide.columns) == panel.symbols and str(wide.index[0].date()) >= "2016-01-01"
+    assert list(wide.columns) == panel.symbols and str(wide.index[0].date()) >= "2018-01-01"
     first = long.filter(pl.col("date") == long["date"][0])
     assert np.array_equal(np.nan_to_num(first["value"].to_numpy(), nan=-9.0), np.nan_to_num(wide.iloc[0].to_numpy(), nan=-9.0))
     wide.iloc[0, 0] = 1.0  # a notebook's frame is writable
