@@ -89,6 +89,8 @@ def _polars_column(s: "pl.Series"):
     if dt == pl.Date or isinstance(dt, pl.Datetime):
         days = s.cast(pl.Date).cast(pl.Int32)
         return s.name, "date", days.fill_null(0).to_numpy().astype("<i4").tobytes(), _validity(days.is_not_null().to_numpy())
+    if dt.is_nested() or dt == pl.Object:
+        raise DataError(f"DataFrame: column '{s.name}' has type {dt}; a column holds numbers, dates or text")
     text = s.cast(pl.Utf8, strict=False).fill_null("").str.replace_all("\0", "", literal=True)
     return s.name, "str", _text(text.to_list()), None
 
@@ -133,7 +135,7 @@ def evaluate(
     empty); the data is cut at the period's end, so nothing later is read. ``horizon``,
     ``gap`` and ``cost_bps`` default to alphaloop.toml's, else 1, 1 and 5.
     """
-    return json.loads(panel._evaluate(expr, period, horizon, gap, cost_bps))
+    return json.loads(_panel(panel)._evaluate(expr, period, horizon, gap, cost_bps))
 
 
 def evaluate_many(
@@ -153,7 +155,7 @@ def evaluate_many(
     message in the ``error`` column and no metrics; the others are scored.
     """
     ids, formulas, file = _alphas(alphas)
-    rows = json.loads(panel._evaluate_many(ids, formulas, file, period, horizon, gap, cost_bps))
+    rows = json.loads(_panel(panel)._evaluate_many(ids, formulas, file, period, horizon, gap, cost_bps))
     return _rows_frame(rows)
 
 
@@ -171,6 +173,12 @@ def _formula(f: Any) -> str:
     if not isinstance(f, str):
         raise TypeError(f"an alpha is a formula string, not {type(f).__name__}: {f!r}")
     return f
+
+
+def _panel(panel: Any) -> Panel:
+    if not isinstance(panel, Panel):
+        raise TypeError(f"expected a Panel (alphaloop.load(...)), not {type(panel).__name__}")
+    return panel
 
 
 def _rows_frame(rows: list) -> pl.DataFrame:
@@ -206,7 +214,7 @@ def values(expr: str, panel: Panel, period: str = "valid", *, wide: bool = False
     rows and values of ``--dump``). ``wide=True``: a pandas DataFrame, dates × symbols,
     NaN where not finite. Built from flat buffers, never a Python object per cell.
     """
-    days_b, symbols, vals_b = panel._values(expr, period)
+    days_b, symbols, vals_b = _panel(panel)._values(expr, period)
     days = np.frombuffer(days_b, dtype="<i4")
     vals = np.frombuffer(vals_b, dtype="<f8").reshape(len(days), len(symbols))
     if wide:
@@ -377,7 +385,7 @@ class Model:
     def predict(self, panel: Panel, date: Optional[str] = None) -> pl.DataFrame:
         """Scores per stock on a date (ISO; default the panel's last), best first:
         ``date, symbol, score``, as ``alphaloop predict`` gives them."""
-        day, symbols, scores = self._m._predict(panel, date)
+        day, symbols, scores = self._m._predict(_panel(panel), date)
         n = len(symbols)
         return pl.DataFrame(
             {"date": pl.Series("date", [day] * n).str.to_date(), "symbol": pl.Series("symbol", symbols, dtype=pl.Utf8), "score": pl.Series("score", scores, dtype=pl.Float64)}
@@ -404,5 +412,5 @@ def train(
     colsample, min_child_weight, seed, refit_months (docs/model.md).
     """
     ids, formulas, file = _alphas(features)
-    report, native = _native._train(panel, ids, formulas, file, json.dumps(settings), horizon, gap, cost_bps)
+    report, native = _native._train(_panel(panel), ids, formulas, file, json.dumps(settings), horizon, gap, cost_bps)
     return json.loads(report), Model(native)

@@ -114,13 +114,14 @@ impl Panel {
     }
 
     /// The label and cost: the arguments given, else the config's, else 1, 1 and 5 bps.
-    fn metrics(&self, horizon: Option<u64>, gap: Option<u64>, cost_bps: Option<f64>) -> PyResult<MetricsConfig> {
+    fn metrics(&self, horizon: Option<i64>, gap: Option<i64>, cost_bps: Option<f64>) -> PyResult<MetricsConfig> {
         if let Some(h) = horizon.filter(|h| !(1..=250).contains(h)) {
             return Err(PyValueError::new_err(format!("horizon {h}: give 1 to 250 days")));
         }
-        if let Some(g) = gap.filter(|g| *g > 250) {
+        if let Some(g) = gap.filter(|g| !(0..=250).contains(g)) {
             return Err(PyValueError::new_err(format!("gap {g}: give 0 to 250 days")));
         }
+        let (horizon, gap) = (horizon.map(|h| h as u64), gap.map(|g| g as u64));
         let cost_bps = cost_bps.map(alphaloop::cli::cost_bps).transpose().map_err(PyValueError::new_err)?;
         Ok(self.cfg.with_metrics(&MetricsSettings { horizon, gap, cost_bps }).metrics())
     }
@@ -181,7 +182,7 @@ impl Panel {
 
     /// Every metric of one expression over a period, as the JSON `eval --json` prints.
     #[pyo3(signature = (expr, period, horizon=None, gap=None, cost_bps=None))]
-    fn _evaluate(&self, py: Python<'_>, expr: String, period: &str, horizon: Option<u64>, gap: Option<u64>, cost_bps: Option<f64>) -> PyResult<String> {
+    fn _evaluate(&self, py: Python<'_>, expr: String, period: &str, horizon: Option<i64>, gap: Option<i64>, cost_bps: Option<f64>) -> PyResult<String> {
         let (period, mcfg) = (period_of(period)?, self.metrics(horizon, gap, cost_bps)?);
         released(py, || {
             let alphas = seeds::default_set()?;
@@ -202,8 +203,8 @@ impl Panel {
         formulas: Vec<String>,
         file: Option<PathBuf>,
         period: &str,
-        horizon: Option<u64>,
-        gap: Option<u64>,
+        horizon: Option<i64>,
+        gap: Option<i64>,
         cost_bps: Option<f64>,
     ) -> PyResult<String> {
         let (period, mcfg) = (period_of(period)?, self.metrics(horizon, gap, cost_bps)?);
@@ -426,8 +427,8 @@ fn _train(
     formulas: Vec<String>,
     file: Option<PathBuf>,
     settings: &str,
-    horizon: Option<u64>,
-    gap: Option<u64>,
+    horizon: Option<i64>,
+    gap: Option<i64>,
     cost_bps: Option<f64>,
 ) -> PyResult<(String, Model)> {
     let mcfg = panel.metrics(horizon, gap, cost_bps)?;

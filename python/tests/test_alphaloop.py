@@ -98,6 +98,10 @@ def test_label_settings_are_the_clis(panel, tmp_path):
     assert not same(got, al.evaluate(EXPR, panel))
     with pytest.raises(ValueError, match="horizon 0"):
         al.evaluate(EXPR, panel, horizon=0)
+    with pytest.raises(ValueError, match="gap -1"):
+        al.evaluate(EXPR, panel, gap=-1)
+    with pytest.raises(TypeError, match="expected a Panel"):
+        al.evaluate(EXPR, None)
     with pytest.raises(ValueError, match="basis points"):
         al.evaluate(EXPR, panel, cost_bps=-1)
     with pytest.raises(ValueError, match="not train, valid, test"):
@@ -191,14 +195,15 @@ def test_the_gil_is_released_while_rust_computes(panel):
     t.start()
     try:
         start = time.perf_counter()
-        al.evaluate_many([f"rank(ts_mean(close, {w}))" for w in range(2, 40)], panel, "all")
+        al.evaluate_many([f"rank(ts_corr(close, volume, {w}))" for w in range(5, 65)], panel, "all")
         spent = time.perf_counter() - start
     finally:
         stop.set()
         t.join()
     during = [x for x in ticks if start <= x <= start + spent]
-    # With the GIL held throughout the thread could not tick at all while Rust ran.
-    assert spent > 0.05 and len(during) > 0.3 * spent / 0.0012, (spent, len(during))
+    # With the GIL held throughout, the thread could not tick at all while Rust ran (a
+    # tick or two at the edges at most); released, it ticks whenever the OS runs it.
+    assert spent > 0.05 and len(during) >= 10, (spent, len(during))
 
 
 BAD_INPUTS = [
@@ -216,6 +221,19 @@ BAD_INPUTS = [
     "al.values(EXPR, p, '2018-12-31:2015-01-01')",
     "al.load(SAMPLE.parent)",
     "al.load(Path(al.__file__))",
+    "al.load(pl.DataFrame())",
+    "al.load(pl.DataFrame({'date': [1]}))",
+    "al.load(pl.read_parquet(SAMPLE).drop('symbol'))",
+    "al.load(pl.read_parquet(SAMPLE).with_columns(pl.col('close').cast(pl.Utf8)))",
+    "al.load(pl.read_parquet(SAMPLE).head(9).with_columns(pl.lit([1.0]).alias('close')))",
+    "al.load(pl.read_parquet(SAMPLE).head(9).with_columns(pl.lit(b'x').alias('volume')))",
+    "al.load(pl.read_parquet(SAMPLE).head(9).with_columns(pl.lit('\\x00').alias('symbol')))",
+    "al.load(pl.read_parquet(SAMPLE).to_dicts())",
+    "al.KB(SAMPLE)",
+    "al.KB('qdrant://127.0.0.1:1/none')",
+    "al.train([], p)",
+    "al.train(['rank(close)'], p, eta='fast')",
+    "al.Model.load(SAMPLE)",
 ]
 
 
@@ -224,7 +242,7 @@ def test_the_interpreter_survives_bad_input():
     (a Rust panic or an abort kills the process)."""
     for code in BAD_INPUTS:
         script = (
-            "import alphaloop as al\nfrom pathlib import Path\n"
+            "import alphaloop as al\nimport polars as pl\nfrom pathlib import Path\n"
             f"SAMPLE = Path({str(SAMPLE)!r})\nEXPR = {EXPR!r}\np = al.load(SAMPLE)\n"
             f"try:\n    {code}\n    print('ok')\nexcept Exception as e:\n    print('raised', type(e).__name__)\n"
             "print(al.evaluate(EXPR, p)['n_days'] > 0)\n"
@@ -286,6 +304,8 @@ def test_a_kb_in_use_gives_the_clis_error(kb_dir, tmp_path):
         kb.stats()
     with pytest.raises(al.KbError, match="no knowledge base at"):
         al.KB(tmp_path / "nothing-here")
+    with pytest.raises(al.KbError, match="is a file, not a knowledge base"):
+        al.KB(SAMPLE)
     with pytest.raises(ValueError, match="unknown status"):
         with al.KB(kb_dir) as k:
             k.top(status="good")
@@ -365,6 +385,8 @@ def test_a_bad_frame_gets_the_files_error(panel):
         al.load(frame.with_columns(pl.lit(1.5).alias("date")))
     with pytest.raises(TypeError, match="pandas or polars DataFrame"):
         al.load(42)
+    with pytest.raises(al.DataError, match=r"DataFrame: column 'close' has type List"):
+        al.load(frame.with_columns(pl.lit([1.0]).alias("close")))
 
 
 def test_the_quickstart_runs_as_a_script(kb_dir, tmp_path):

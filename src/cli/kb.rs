@@ -205,6 +205,9 @@ pub fn open(flag: Option<&str>, cfg: &Config, create: bool) -> Result<Kb> {
         if !create && !dir.exists() {
             bail!("no knowledge base at {}: `alphaloop kb import FILE` or `alphaloop mine` makes one", dir.display());
         }
+        if dir.exists() && !dir.is_dir() {
+            bail!("{} is a file, not a knowledge base (an embedded one is a directory)", dir.display());
+        }
     }
     Ok(Kb::open_with(&loc, embedder(cfg)?, crate::llm::retry::Patience::from_minutes(cfg.retry_minutes), &cfg.qdrant)?)
 }
