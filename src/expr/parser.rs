@@ -143,7 +143,33 @@ pub fn parse(text: &str) -> Result<Expr, ExprError> {
     if p.tok != Tok::Eof {
         return Err(p.err(format!("unexpected {} after a complete expression", describe(&p.tok))));
     }
+    // The printed form (every operation in parentheses) can nest deeper than the text did:
+    // `---x` is three levels, `(-(-(-x)))` six. A tree is refused here unless its printed
+    // form parses too, so that printing is a fixed point (a fuzzer found 145 minus signs in
+    // a row that parsed, while their printed form did not).
+    if 1 + printed_depth(&e) > MAX_DEPTH {
+        return Err(ExprError::at(text, e.span, format!("expression nests deeper than {MAX_DEPTH} levels once written out with its parentheses")));
+    }
     Ok(e)
+}
+
+/// The levels [`Parser::enter`] counts when parsing `e`'s printed form, beyond the level of
+/// the context it is parsed in.
+fn printed_depth(e: &Expr) -> usize {
+    match &e.kind {
+        // A negative literal prints with a minus sign, which parses as a negation.
+        ExprKind::Num(v) => usize::from(v.is_sign_negative()),
+        ExprKind::Ident(_) | ExprKind::AlphaRef(_) => 0,
+        // `f(`: one level, each argument a ternary: one more.
+        ExprKind::Call { args, .. } => 1 + args.iter().map(|a| 1 + printed_depth(a)).max().unwrap_or(0),
+        // `(`: a ternary; `-`: one more.
+        ExprKind::Neg(a) => 2 + printed_depth(a),
+        // `(`: a ternary; an exponent one more.
+        ExprKind::Binary(BinOp::Pow, a, b) => 1 + printed_depth(a).max(1 + printed_depth(b)),
+        ExprKind::Binary(_, a, b) => 1 + printed_depth(a).max(printed_depth(b)),
+        // `(`: a ternary, and each branch a ternary of its own.
+        ExprKind::Ternary(c, a, b) => 1 + printed_depth(c).max(1 + printed_depth(a)).max(1 + printed_depth(b)),
+    }
 }
 
 fn describe(t: &Tok) -> String {
@@ -314,6 +340,28 @@ mod tests {
         assert_eq!(show("1e-3*x"), "(0.001 * x)");
         assert_eq!(show("IndNeutralize(x, IndClass.sector)"), "IndNeutralize(x, IndClass.sector)");
         assert_eq!(show("alpha:alpha101_001 + 1"), "(alpha:alpha101_001 + 1)");
+    }
+
+    #[test]
+    fn what_parses_prints_as_what_parses_however_deep() {
+        for n in [50, 100, 127, 128, 200, 254, 300] {
+            for text in [
+                format!("{}close", "-".repeat(n)),
+                format!("close{}", " + close".repeat(n)),
+                format!("{}close{}", "rank(".repeat(n), ")".repeat(n)),
+                format!("{}close", "x ? ".repeat(n).replace('?', "? y :")),
+                format!("close{}", " ^ 2".repeat(n)),
+            ] {
+                let Ok(tree) = parse(&text) else { continue };
+                let printed = tree.to_string();
+                let again = parse(&printed).unwrap_or_else(|e| panic!("{n}: {text:.40}... prints as one that does not parse: {e}"));
+                assert_eq!(again.to_string(), printed);
+            }
+        }
+        // Deep enough to parse, too deep once written out: refused, with the reason.
+        let e = parse(&format!("{}close", "-".repeat(200))).expect_err("printed too deep");
+        assert!(e.msg.contains("once written out"), "{}", e.msg);
+        assert!(parse(&format!("{}close", "-".repeat(100))).is_ok());
     }
 
     #[test]
