@@ -378,3 +378,13 @@ fn damaged_csv_files_never_panic_and_every_refusal_names_the_file() {
     // Both outcomes were exercised.
     assert!(loaded > 20 && refused > 200, "{loaded} loaded, {refused} refused");
 }
+
+/// A fuzzer's find: a footer on which polars-parquet's reader panics. The file is refused
+/// with an error naming it, and the process goes on.
+#[test]
+fn a_parquet_footer_that_panics_the_reader_is_refused_not_a_crash() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-regressions/open/parquet/thrift-metadata-panic.parquet");
+    let e = load(&p, &LoadOptions::default()).expect_err("refused");
+    assert!(matches!(e, DataError::Read { .. }), "{e}");
+    assert!(e.to_string().contains("thrift-metadata-panic.parquet: cannot read: not a readable Parquet file"), "{e}");
+}

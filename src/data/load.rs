@@ -33,7 +33,12 @@ fn read_frame(path: &Path) -> Result<DataFrame, DataError> {
         "parquet" | "pq" => {
             let f = std::fs::File::open(path)
                 .map_err(|e| DataError::Read { path: path.to_path_buf(), msg: e.to_string() })?;
-            ParquetReader::new(f).finish().map_err(read_err)
+            // polars-parquet panics on some malformed footers (a fuzzer found one): a
+            // refusal naming the file, not a crash.
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ParquetReader::new(f).finish())) {
+                Ok(read) => read.map_err(read_err),
+                Err(_) => Err(DataError::Read { path: path.to_path_buf(), msg: "not a readable Parquet file (the reader failed on its footer)".into() }),
+            }
         }
         "csv" | "tsv" => {
             if std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
