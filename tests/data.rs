@@ -379,12 +379,14 @@ fn damaged_csv_files_never_panic_and_every_refusal_names_the_file() {
     assert!(loaded > 20 && refused > 200, "{loaded} loaded, {refused} refused");
 }
 
-/// A fuzzer's find: a footer on which polars-parquet's reader panics. The file is refused
-/// with an error naming it, and the process goes on.
+/// A fuzzer's find: a footer whose `Statistics.is_max_value_exact` is not sent as a
+/// boolean, on which polars-parquet's decoder panics. The footer check refuses it before
+/// polars reads it, naming the file and the field.
 #[test]
-fn a_parquet_footer_that_panics_the_reader_is_refused_not_a_crash() {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-regressions/open/parquet/thrift-metadata-panic.parquet");
+fn a_parquet_footer_that_panics_the_reader_is_refused_before_it_is_read() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-regressions/parquet/bool-field-sent-as-another-type.parquet");
     let e = load(&p, &LoadOptions::default()).expect_err("refused");
     assert!(matches!(e, DataError::Read { .. }), "{e}");
-    assert!(e.to_string().contains("thrift-metadata-panic.parquet: cannot read: not a readable Parquet file"), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("bool-field-sent-as-another-type.parquet: cannot read: not a readable Parquet file: in its footer, field 7 of Statistics is sent as i32 where the format has bool"), "{msg}");
 }

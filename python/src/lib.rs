@@ -6,9 +6,9 @@
 
 use alphaloop::backtest::{prepare, MetricsConfig};
 use alphaloop::cli::{batch::evaluate_batch, Config, MetricsSettings};
-use alphaloop::data::{LoadOptions, MarketData, Panel as Signal, Period, Splits};
-use alphaloop::expr::{evaluate, AlphaResolver, Compiler, ExprError, Schema};
-use alphaloop::model::{Feature, SavedModel, TrainConfig};
+use alphaloop::data::{LoadOptions, MarketData, Period, Splits};
+use alphaloop::expr::{eval_expr, ExprError};
+use alphaloop::model::{SavedModel, TrainConfig};
 use alphaloop::seeds::{self, AlphaDef, AlphaSet};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
@@ -88,14 +88,6 @@ fn config() -> PyResult<Config> {
 }
 
 /// The signal of one expression over `data`.
-fn signal_of(expr: &str, data: &MarketData, alphas: &dyn AlphaResolver) -> Result<Arc<Signal>, Fail> {
-    let mut c = Compiler::new(Schema::of(data), alphas);
-    let root = c.add(expr).map_err(Fail::Expr)?;
-    let mut signal = None;
-    evaluate(&c.graph, &[root], data, |_, p| signal = Some(p));
-    signal.ok_or_else(|| Fail::Other(format!("the expression produced no value: {expr}")))
-}
-
 fn period_of(s: &str) -> PyResult<Period> {
     s.parse::<Period>().map_err(PyValueError::new_err)
 }
@@ -106,9 +98,17 @@ fn period_of(s: &str) -> PyResult<Period> {
 struct Panel {
     data: Arc<MarketData>,
     cfg: Config,
+    /// The published alphas, which `alpha:ID` names in any expression on this panel: read
+    /// once here, not at every call.
+    alphas: AlphaSet,
 }
 
 impl Panel {
+    fn new(data: MarketData, cfg: Config) -> PyResult<Panel> {
+        let alphas = seeds::default_set().map_err(|e| AlphaloopError::new_err(e.to_string()))?;
+        Ok(Panel { data: Arc::new(data), cfg, alphas })
+    }
+
     fn splits(&self) -> Splits {
         Splits::resolve(self.cfg.splits.as_ref(), &self.data)
     }
@@ -185,9 +185,8 @@ impl Panel {
     fn _evaluate(&self, py: Python<'_>, expr: String, period: &str, horizon: Option<i64>, gap: Option<i64>, cost_bps: Option<f64>) -> PyResult<String> {
         let (period, mcfg) = (period_of(period)?, self.metrics(horizon, gap, cost_bps)?);
         released(py, || {
-            let alphas = seeds::default_set()?;
             let prep = prepare(&self.data, &period, &self.splits(), mcfg)?;
-            let signal = signal_of(&expr, &prep.data, &alphas)?;
+            let signal = eval_expr(&expr, &prep.data, &self.alphas).map_err(Fail::Expr)?;
             Ok(serde_json::to_string(&prep.scorer.score(&signal))?)
         })
     }
@@ -210,7 +209,7 @@ impl Panel {
         let (period, mcfg) = (period_of(period)?, self.metrics(horizon, gap, cost_bps)?);
         released(py, || {
             let defs = alpha_defs(ids, formulas, file.as_deref())?;
-            let mut alphas: AlphaSet = seeds::default_set()?;
+            let mut alphas = self.alphas.clone();
             alphas.extend(&defs);
             let prep = prepare(&self.data, &period, &self.splits(), mcfg)?;
             let rows = evaluate_batch(&defs, &prep.data, &alphas, &prep.scorer, false);
@@ -225,10 +224,9 @@ impl Panel {
     fn _values<'py>(&self, py: Python<'py>, expr: String, period: &str) -> PyResult<(Bound<'py, PyBytes>, Vec<String>, Bound<'py, PyByteArray>)> {
         let period = period_of(period)?;
         let (days, values) = released(py, || {
-            let alphas = seeds::default_set()?;
             let (start, end) = period.indices(&self.splits(), &self.data)?;
             let cut = if end == self.data.n_dates() { (*self.data).clone() } else { self.data.truncate_dates(end) };
-            let signal = signal_of(&expr, &cut, &alphas)?;
+            let signal = eval_expr(&expr, &cut, &self.alphas).map_err(Fail::Expr)?;
             let na = cut.n_assets();
             let mut values: Vec<u8> = Vec::with_capacity((end - start) * na * 8);
             for t in start..end {
@@ -401,14 +399,9 @@ impl Model {
     #[pyo3(signature = (panel, date=None))]
     fn _predict(&self, py: Python<'_>, panel: &Panel, date: Option<String>) -> PyResult<(String, Vec<String>, Vec<f64>)> {
         let data = &panel.data;
-        let t = match date {
-            None => data.n_dates().checked_sub(1).ok_or_else(|| DataError::new_err("the data has no dates"))?,
-            Some(d) => {
-                let d: alphaloop::data::Date = d.parse().map_err(|e: String| PyValueError::new_err(e))?;
-                data.dates.binary_search(&d).map_err(|_| DataError::new_err(format!("date {d} is not a trading date of {}", data.source.display())))?
-            }
-        };
-        let scores = released(py, || Ok(self.saved.predict(data, t, &seeds::default_set()?)?))?;
+        let date = date.map(|d| d.parse::<alphaloop::data::Date>()).transpose().map_err(PyValueError::new_err)?;
+        let t = data.date_index(date).map_err(|e| DataError::new_err(e.to_string()))?;
+        let scores = released(py, || Ok(self.saved.predict(data, t, &panel.alphas)?))?;
         let (symbols, values) = scores.into_iter().unzip();
         Ok((data.dates[t].to_string(), symbols, values))
     }
@@ -439,17 +432,13 @@ fn _train(
             return Err(Fail::Other("no alphas to train on".into()));
         }
         let own = AlphaSet::from_defs(&defs);
-        let seeds = seeds::default_set()?;
-        let resolver = alphaloop::expr::Chain(vec![&own, &seeds]);
-        // Each alpha compiles first, so that a bad one is named by its id and position.
-        let mut c = Compiler::new(Schema::of(&panel.data), &resolver);
-        for d in &defs {
-            c.add(&d.formula).map_err(|mut e| {
-                e.context = Some(e.context.take().map_or_else(|| d.id.clone(), |c| format!("{}: {c}", d.id)));
-                Fail::Expr(e)
-            })?;
+        let resolver = alphaloop::expr::Chain(vec![&own, &panel.alphas]);
+        let (features, left_out) = alphaloop::cli::compile_features(defs, &panel.data, &resolver);
+        // The first alpha that does not compile is raised, named by its id and position.
+        if let Some((id, mut e)) = left_out.into_iter().next() {
+            e.context = Some(e.context.take().map_or_else(|| id.clone(), |c| format!("{id}: {c}")));
+            return Err(Fail::Expr(e));
         }
-        let features: Vec<Feature> = defs.iter().map(|d| Feature { id: d.id.clone(), code: d.formula.clone() }).collect();
         let named = alphaloop::expr::named_alphas(features.iter().map(|f| f.code.as_str()), &resolver);
         let mut res = alphaloop::model::train(&panel.data, &panel.splits(), &features, &named, &tcfg, &mcfg, |_| {})?;
         let report = alphaloop::cli::train_json(&res, None, None, &tcfg)?;
@@ -488,7 +477,7 @@ fn load(py: Python<'_>, path: Option<PathBuf>, groups: Option<PathBuf>) -> PyRes
         let groups = groups.or_else(|| cfg.groups.clone());
         Ok(alphaloop::data::load(&path, &LoadOptions { groups })?)
     })?;
-    Ok(Panel { data: Arc::new(data), cfg })
+    Panel::new(data, cfg)
 }
 
 /// Loads a long-format frame handed over column by column (`alphaloop.load(frame)`), with
@@ -538,7 +527,7 @@ fn _load_columns(py: Python<'_>, rows: usize, columns: Vec<(String, String, Vec<
         let groups = groups.or_else(|| cfg.groups.clone());
         Ok(alphaloop::data::load_frame(df, &name, &LoadOptions { groups })?)
     })?;
-    Ok(Panel { data: Arc::new(data), cfg })
+    Panel::new(data, cfg)
 }
 
 #[pymodule]

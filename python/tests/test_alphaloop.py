@@ -337,7 +337,7 @@ def test_train_and_predict_as_the_cli_does(panel, tmp_path):
         al.train(alphas, panel, rounds=3)
     with pytest.raises(al.ExpressionError, match="in bad: unknown field"):
         al.train({"bad": "rank(clsoe)"}, panel)
-    with pytest.raises(al.DataError, match="not a trading date"):
+    with pytest.raises(al.DataError, match="2018-06-30 is not a trading date of .*: the nearest are 2018-06-29 and 2018-07-02"):
         model.predict(panel, "2018-06-30")
     with pytest.raises(al.AlphaloopError, match="not an alphaloop model"):
         f.write_text("{}")

@@ -5,7 +5,7 @@ use super::table::{num, render};
 use super::{load_data, Config, DataArgs};
 use crate::backtest::{prepare, Metrics, MetricsConfig};
 use crate::data::{MarketData, Panel, Period, Splits};
-use crate::expr::{evaluate, AlphaResolver, Chain, Compiler, ExprError, Schema};
+use crate::expr::{AlphaResolver, Chain, ExprError};
 use crate::seeds::{self, AlphaDef, AlphaSet};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -201,17 +201,13 @@ fn eval_one(expr: &str, args: &EvalArgs, prep: &crate::backtest::Prepared, alpha
 
 /// The expression's signal on `data`; None once an error in the expression is printed.
 fn signal_of(expr: &str, data: &MarketData, alphas: &dyn AlphaResolver) -> Result<Option<Arc<Panel>>> {
-    let mut c = Compiler::new(Schema::of(data), alphas);
-    let root = match c.add(expr) {
-        Ok(r) => r,
+    match crate::expr::eval_expr(expr, data, alphas) {
+        Ok(signal) => Ok(Some(signal)),
         Err(e) => {
             print_expr_error(&e);
-            return Ok(None);
+            Ok(None)
         }
-    };
-    let mut signal = None;
-    evaluate(&c.graph, &[root], data, |_, p| signal = Some(p));
-    signal.context("the expression produced no value").map(Some)
+    }
 }
 
 /// A Python factor file through the sandbox (with its look-ahead check), then the same

@@ -15,7 +15,7 @@ pub mod table;
 
 pub use config::{cost_bps, resolve_data, Config, MetricsSettings};
 pub use kb::{open as open_kb, status_filter};
-pub use train::train_json;
+pub use train::{compile_features, train_json};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};

@@ -3,11 +3,11 @@
 use super::table::{num, render};
 use super::{load_data, Config, DataArgs};
 use crate::data::{Date, MarketData};
-use crate::expr::{AlphaResolver, Chain, Compiler, Schema};
+use crate::expr::{AlphaResolver, Chain, Compiler, ExprError, Schema};
 use crate::kb::retrieve::cosine;
 use crate::kb::{Filter, Kb};
 use crate::model::{self, Feature, Report, StopOn, Target, TrainConfig, TrainResult, Transform};
-use crate::seeds::{self, AlphaSet};
+use crate::seeds::{self, AlphaDef, AlphaSet};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -128,20 +128,26 @@ pub struct PredictArgs {
 fn seed_features(data: &MarketData, others: &dyn AlphaResolver, file: &Path) -> Result<(Vec<Feature>, AlphaSet)> {
     let defs = seeds::load(file)?;
     let own = AlphaSet::from_defs(&defs);
-    let resolver = Chain(vec![&own, others]);
-    let mut c = Compiler::new(Schema::of(data), &resolver);
-    let features = defs
-        .into_iter()
-        .filter(|d| match c.add(&d.formula) {
-            Ok(_) => true,
-            Err(e) => {
-                tracing::warn!("seed {} left out: {e}", d.id);
-                false
-            }
-        })
-        .map(|d| Feature { id: d.id, code: d.formula })
-        .collect();
+    let (features, left_out) = compile_features(defs, data, &Chain(vec![&own, others]));
+    for (id, e) in left_out {
+        tracing::warn!("seed {id} left out: {e}");
+    }
     Ok((features, own))
+}
+
+/// The combined model's features from alpha definitions, each compiled against `data`'s
+/// fields and `alphas` first: those that compile, and the id and error of each that does
+/// not (which would otherwise fail the training midway, unnamed).
+pub fn compile_features(defs: Vec<AlphaDef>, data: &MarketData, alphas: &dyn AlphaResolver) -> (Vec<Feature>, Vec<(String, ExprError)>) {
+    let mut c = Compiler::new(Schema::of(data), alphas);
+    let (mut features, mut left_out) = (Vec::new(), Vec::new());
+    for d in defs {
+        match c.add(&d.formula) {
+            Ok(_) => features.push(Feature { id: d.id, code: d.formula }),
+            Err(e) => left_out.push((d.id, e)),
+        }
+    }
+    (features, left_out)
 }
 
 /// Features from the KB: explicit ids, or the top N by a train/valid metric, greedily
@@ -454,18 +460,7 @@ pub fn run_predict(args: PredictArgs, cfg: &Config) -> Result<i32> {
     if m.data_fingerprint != data.fingerprint() {
         tracing::info!("predicting on other data than the model was trained on (fingerprint differs)");
     }
-    let t = match args.date {
-        None => data.n_dates().checked_sub(1).context("the data has no dates")?,
-        Some(d) => data.dates.binary_search(&d).map_err(|i| {
-            let near = match (i.checked_sub(1).map(|j| data.dates[j]), data.dates.get(i)) {
-                (Some(a), Some(b)) => format!("the nearest are {a} and {b}"),
-                (Some(a), None) => format!("the data ends on {a}"),
-                (None, Some(b)) => format!("the data starts on {b}"),
-                (None, None) => "the data has no dates".into(),
-            };
-            anyhow::anyhow!("date {d} is not a trading date of {}: {near}", data.source.display())
-        })?,
-    };
+    let t = data.date_index(args.date)?;
     let scores = m.predict(&data, t, &seeds::default_set()?).with_context(|| format!("model {}", args.model.display()))?;
     if let Some(out) = &args.out {
         use polars::prelude::*;

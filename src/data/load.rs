@@ -31,13 +31,17 @@ fn read_frame(path: &Path) -> Result<DataFrame, DataError> {
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
     match ext.as_str() {
         "parquet" | "pq" => {
-            let f = std::fs::File::open(path)
-                .map_err(|e| DataError::Read { path: path.to_path_buf(), msg: e.to_string() })?;
-            // polars-parquet panics on some malformed footers (a fuzzer found one): a
-            // refusal naming the file, not a crash.
+            let io_err = |e: std::io::Error| DataError::Read { path: path.to_path_buf(), msg: e.to_string() };
+            let mut f = std::fs::File::open(path).map_err(io_err)?;
+            // polars-parquet panics or aborts on some malformed footers: they are refused
+            // before it reads them.
+            if let Err(fault) = super::parquet_footer::check(&mut f).map_err(io_err)? {
+                return Err(DataError::Read { path: path.to_path_buf(), msg: format!("not a readable Parquet file: in its footer, {fault}") });
+            }
+            // Any other panic of the reader's is a refusal naming the file, not a crash.
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ParquetReader::new(f).finish())) {
                 Ok(read) => read.map_err(read_err),
-                Err(_) => Err(DataError::Read { path: path.to_path_buf(), msg: "not a readable Parquet file (the reader failed on its footer)".into() }),
+                Err(_) => Err(DataError::Read { path: path.to_path_buf(), msg: "not a readable Parquet file (the reader failed on it)".into() }),
             }
         }
         "csv" | "tsv" => {

@@ -5,6 +5,7 @@
 
 mod date;
 mod load;
+mod parquet_footer;
 mod panel;
 mod split;
 
@@ -85,6 +86,23 @@ pub const DERIVED_FIELDS: &[(&str, &str)] = &[
 impl MarketData {
     pub fn n_dates(&self) -> usize {
         self.dates.len()
+    }
+
+    /// The index of trading date `d`, or the last date's when `d` is `None`; a date that
+    /// is not a trading date is refused with the nearest ones.
+    pub fn date_index(&self, d: Option<Date>) -> Result<usize, DataError> {
+        let Some(d) = d else {
+            return self.n_dates().checked_sub(1).ok_or_else(|| DataError::Period(format!("{}: the data has no dates", self.source.display())));
+        };
+        self.dates.binary_search(&d).map_err(|i| {
+            let near = match (i.checked_sub(1).map(|j| self.dates[j]), self.dates.get(i)) {
+                (Some(a), Some(b)) => format!("the nearest are {a} and {b}"),
+                (Some(a), None) => format!("the data ends on {a}"),
+                (None, Some(b)) => format!("the data starts on {b}"),
+                (None, None) => "the data has no dates".into(),
+            };
+            DataError::Period(format!("date {d} is not a trading date of {}: {near}", self.source.display()))
+        })
     }
 
     pub fn n_assets(&self) -> usize {
