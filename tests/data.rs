@@ -390,3 +390,22 @@ fn a_parquet_footer_that_panics_the_reader_is_refused_before_it_is_read() {
     let msg = e.to_string();
     assert!(msg.contains("bool-field-sent-as-another-type.parquet: cannot read: not a readable Parquet file: in its footer, field 7 of Statistics is sent as i32 where the format has bool"), "{msg}");
 }
+
+/// A fuzzer's find: a data page whose validity bitmap polars' decoder slices past its end
+/// (an `assert!` in polars-arrow, reached with one polars thread). The CLI refuses the file
+/// by name with exit code 2, and prints no panic or backtrace.
+#[test]
+fn a_parquet_page_that_panics_the_decoder_is_refused_quietly() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-regressions/parquet/page-validity-sliced-past-its-end.parquet");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_alphaloop"))
+        .args(["data", "info"])
+        .arg(&p)
+        .env("POLARS_MAX_THREADS", "1")
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("run alphaloop");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("page-validity-sliced-past-its-end.parquet: cannot read: the reader failed on it: not a well-formed file"), "{err}");
+    assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
+}

@@ -38,11 +38,7 @@ fn read_frame(path: &Path) -> Result<DataFrame, DataError> {
             if let Err(fault) = super::parquet_footer::check(&mut f).map_err(io_err)? {
                 return Err(DataError::Read { path: path.to_path_buf(), msg: format!("not a readable Parquet file: in its footer, {fault}") });
             }
-            // Any other panic of the reader's is a refusal naming the file, not a crash.
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ParquetReader::new(f).finish())) {
-                Ok(read) => read.map_err(read_err),
-                Err(_) => Err(DataError::Read { path: path.to_path_buf(), msg: "not a readable Parquet file (the reader failed on it)".into() }),
-            }
+            contained(path, || ParquetReader::new(f).finish())?.map_err(read_err)
         }
         "csv" | "tsv" => {
             if std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
@@ -58,23 +54,51 @@ fn read_frame(path: &Path) -> Result<DataFrame, DataError> {
             if let Some(fault) = ragged_row(path, sep)? {
                 return Err(DataError::Read { path: path.to_path_buf(), msg: fault });
             }
-            CsvReadOptions::default()
-                .map_parse_options(|o| o.with_separator(sep))
-                .with_has_header(true)
-                .with_infer_schema_length(Some(10_000))
-                .try_into_reader_with_file_path(Some(path.to_path_buf()))
-                .and_then(|r| r.finish())
-                .map(|df| {
-                    // Blank lines, or lines of bare separators as spreadsheets write them,
-                    // at the end of the file: empty rows, dropped.
-                    let empty = |i: usize| df.columns().iter().all(|c| c.get(i).is_ok_and(|v| v.is_null()));
-                    let keep = (0..df.height()).rev().find(|&i| !empty(i)).map_or(0, |i| i + 1);
-                    df.slice(0, keep)
-                })
-                .map_err(read_err)
+            contained(path, || {
+                CsvReadOptions::default()
+                    .map_parse_options(|o| o.with_separator(sep))
+                    .with_has_header(true)
+                    .with_infer_schema_length(Some(10_000))
+                    .try_into_reader_with_file_path(Some(path.to_path_buf()))
+                    .and_then(|r| r.finish())
+            })?
+            .map(|df| {
+                // Blank lines, or lines of bare separators as spreadsheets write them, at
+                // the end of the file: empty rows, dropped.
+                let empty = |i: usize| df.columns().iter().all(|c| c.get(i).is_ok_and(|v| v.is_null()));
+                let keep = (0..df.height()).rev().find(|&i| !empty(i)).map_or(0, |i| i + 1);
+                df.slice(0, keep)
+            })
+            .map_err(read_err)
         }
         _ => Err(DataError::Format { path: path.to_path_buf() }),
     }
+}
+
+/// Reads in progress inside [`contained`].
+static CONTAINING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Runs a polars read of `path`, a panic inside polars becoming an error naming the file:
+/// polars' Parquet page decoder asserts on some corrupt pages instead of returning an error
+/// (a fuzzer found one: a validity bitmap sliced past its end). The panic's message and
+/// backtrace are not printed, the error says it all; a panic anywhere else is reported by
+/// the hook that was there before.
+fn contained<T>(path: &Path, read: impl FnOnce() -> T) -> Result<T, DataError> {
+    use std::sync::atomic::Ordering::SeqCst;
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let next = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let in_polars = info.location().is_some_and(|l| l.file().contains("polars-"));
+            if !(in_polars && CONTAINING.load(SeqCst) > 0) {
+                next(info);
+            }
+        }));
+    });
+    CONTAINING.fetch_add(1, SeqCst);
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(read));
+    CONTAINING.fetch_sub(1, SeqCst);
+    out.map_err(|_| DataError::Read { path: path.to_path_buf(), msg: "the reader failed on it: not a well-formed file".into() })
 }
 
 /// The first data row whose number of fields is not the header's, a blank line before
