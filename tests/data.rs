@@ -391,12 +391,34 @@ fn a_parquet_footer_that_panics_the_reader_is_refused_before_it_is_read() {
     assert!(msg.contains("bool-field-sent-as-another-type.parquet: cannot read: not a readable Parquet file: in its footer, field 7 of Statistics is sent as i32 where the format has bool"), "{msg}");
 }
 
-/// A fuzzer's find: a data page whose validity bitmap polars' decoder slices past its end
-/// (an `assert!` in polars-arrow, reached with one polars thread). The CLI refuses the file
-/// by name with exit code 2, and prints no panic or backtrace.
+/// Fuzzers' finds, refused by the page check before polars reads them: a data page header
+/// whose value count is negative, which polars takes as a `usize` and reserves 2.3e18 bytes
+/// for (the process aborted), and one whose count is above its chunk's (polars' decoder
+/// sliced the page's validity bitmap past its end, a panic). The CLI exits 2 naming the
+/// file, the column and the page.
+#[test]
+fn parquet_pages_that_would_fail_the_reader_are_refused_before_it_reads_them() {
+    let cases = [
+        ("page-value-count-reserved-unchecked.parquet", "in row group 0, column `close`, the page header at byte 4523: a value count of -123"),
+        ("page-validity-sliced-past-its-end.parquet", "in row group 0, column `low`, the page at byte 3490 holds 4152 values, its chunk 120"),
+    ];
+    for (file, want) in cases {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-regressions/parquet").join(file);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_alphaloop")).args(["data", "info"]).arg(&p).output().expect("run alphaloop");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("{file}: cannot read: not a readable Parquet file: {want}")), "{err}");
+    }
+}
+
+/// A page that passes the page check and still trips an `assert!` inside polars: 120 rows
+/// written by polars, then the `low` column's page and chunk both made to declare 4,152
+/// values (so the counts agree) where the page holds 120; polars' decoder slices its
+/// validity bitmap past its end. The CLI refuses the file by name with exit code 2, and
+/// prints no panic or backtrace.
 #[test]
 fn a_parquet_page_that_panics_the_decoder_is_refused_quietly() {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-regressions/parquet/page-validity-sliced-past-its-end.parquet");
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/broken/page_values_past_its_data.parquet");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_alphaloop"))
         .args(["data", "info"])
         .arg(&p)
@@ -406,6 +428,6 @@ fn a_parquet_page_that_panics_the_decoder_is_refused_quietly() {
         .expect("run alphaloop");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("page-validity-sliced-past-its-end.parquet: cannot read: the reader failed on it: not a well-formed file"), "{err}");
+    assert!(err.contains("page_values_past_its_data.parquet: cannot read: the reader failed on it: not a well-formed file"), "{err}");
     assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
 }

@@ -34,6 +34,7 @@ fn recorded_fuzz_inputs_and_seeds_pass_their_targets_checks() {
             Some("csv") => "csv",
             Some("toml") => "config",
             Some("json") => "kb_import",
+            Some("parquet") => "parquet",
             _ => continue,
         };
         run(target, &f);

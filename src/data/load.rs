@@ -23,20 +23,25 @@ pub struct LoadOptions {
     pub groups: Option<PathBuf>,
 }
 
+/// `path` cannot be read, for the reason `msg` gives.
+fn refused(path: &Path, msg: impl ToString) -> DataError {
+    DataError::Read { path: path.to_path_buf(), msg: msg.to_string() }
+}
+
 fn read_frame(path: &Path) -> Result<DataFrame, DataError> {
     if !path.exists() {
         return Err(DataError::NotFound(path.to_path_buf()));
     }
-    let read_err = |e: PolarsError| DataError::Read { path: path.to_path_buf(), msg: e.to_string() };
+    let read_err = |e: PolarsError| refused(path, e);
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
     match ext.as_str() {
         "parquet" | "pq" => {
-            let io_err = |e: std::io::Error| DataError::Read { path: path.to_path_buf(), msg: e.to_string() };
+            let io_err = |e: std::io::Error| refused(path, e);
             let mut f = std::fs::File::open(path).map_err(io_err)?;
-            // polars-parquet panics or aborts on some malformed footers: they are refused
-            // before it reads them.
-            if let Err(fault) = super::parquet_footer::check(&mut f).map_err(io_err)? {
-                return Err(DataError::Read { path: path.to_path_buf(), msg: format!("not a readable Parquet file: in its footer, {fault}") });
+            // polars-parquet panics or aborts on some malformed footers and page headers:
+            // they are refused before it reads them.
+            if let Err(fault) = super::parquet_check::check(&mut f).map_err(io_err)? {
+                return Err(refused(path, format!("not a readable Parquet file: {fault}")));
             }
             contained(path, || ParquetReader::new(f).finish())?.map_err(read_err)
         }
@@ -52,7 +57,7 @@ fn read_frame(path: &Path) -> Result<DataFrame, DataError> {
             // Polars pads a short row with nulls (a cut line would load as missing prices)
             // and refuses a long one without saying where; the scan names the row.
             if let Some(fault) = ragged_row(path, sep)? {
-                return Err(DataError::Read { path: path.to_path_buf(), msg: fault });
+                return Err(refused(path, fault));
             }
             contained(path, || {
                 CsvReadOptions::default()
@@ -98,7 +103,7 @@ fn contained<T>(path: &Path, read: impl FnOnce() -> T) -> Result<T, DataError> {
     CONTAINING.fetch_add(1, SeqCst);
     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(read));
     CONTAINING.fetch_sub(1, SeqCst);
-    out.map_err(|_| DataError::Read { path: path.to_path_buf(), msg: "the reader failed on it: not a well-formed file".into() })
+    out.map_err(|_| refused(path, "the reader failed on it: not a well-formed file"))
 }
 
 /// The first data row whose number of fields is not the header's, a blank line before
@@ -110,7 +115,7 @@ fn contained<T>(path: &Path, read: impl FnOnce() -> T) -> Result<T, DataError> {
 /// quote, or inside one, go byte by byte.
 fn ragged_row(path: &Path, sep: u8) -> Result<Option<String>, DataError> {
     use std::io::Read;
-    let io = |e: std::io::Error| DataError::Read { path: path.to_path_buf(), msg: e.to_string() };
+    let io = |e: std::io::Error| refused(path, e);
     let mut file = std::fs::File::open(path).map_err(io)?;
     let mut scan = Shape { sep, line: 1, starts: 1, fields: 1, ..Shape::default() };
     let mut buf = vec![0u8; 1 << 20];
@@ -249,10 +254,7 @@ impl Shape {
 const MAX_COLUMNS: usize = 1000;
 
 fn too_wide(path: &Path, width: usize) -> DataError {
-    DataError::Read {
-        path: path.to_path_buf(),
-        msg: format!("{width} columns, more than the {MAX_COLUMNS} a long-format file (one row per date and symbol, one column per field) can have"),
-    }
+    refused(path, format!("{width} columns, more than the {MAX_COLUMNS} a long-format file (one row per date and symbol, one column per field) can have"))
 }
 
 /// Fields in the header line (separators outside quotes, plus one).
@@ -442,8 +444,8 @@ fn from_frame(df: DataFrame, path: &Path, opts: &LoadOptions, beside: bool) -> R
     let col = |n: &str| find_col(&df, n).expect("checked above");
     let row_dates = dates(path, col("date"))?;
     // Symbols are borrowed from the column: no per-row String (2 million on the full set).
-    let sym_col = col("symbol").cast(&DataType::String).map_err(|e| DataError::Read { path: path.to_path_buf(), msg: e.to_string() })?;
-    let sym_ca = sym_col.str().map_err(|e| DataError::Read { path: path.to_path_buf(), msg: e.to_string() })?;
+    let sym_col = col("symbol").cast(&DataType::String).map_err(|e| refused(path, e))?;
+    let sym_ca = sym_col.str().map_err(|e| refused(path, e))?;
     let mut row_syms: Vec<&str> = Vec::with_capacity(df.height());
     for (r, v) in sym_ca.iter().enumerate() {
         match v.map(str::trim) {
@@ -461,7 +463,7 @@ fn from_frame(df: DataFrame, path: &Path, opts: &LoadOptions, beside: bool) -> R
     let na = uni.len();
     // Cells are indexed with u32 below.
     if Panel::cells(nd, na) > u32::MAX as usize {
-        return Err(DataError::Read { path: path.to_path_buf(), msg: format!("{nd} dates × {na} symbols is too large a panel") });
+        return Err(refused(path, format!("{nd} dates × {na} symbols is too large a panel")));
     }
 
     // Cell index per row, and duplicate detection.

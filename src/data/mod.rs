@@ -5,7 +5,7 @@
 
 mod date;
 mod load;
-mod parquet_footer;
+mod parquet_check;
 mod panel;
 mod split;
 
