@@ -393,14 +393,17 @@ fn a_parquet_footer_that_panics_the_reader_is_refused_before_it_is_read() {
 
 /// Fuzzers' finds, refused by the page check before polars reads them: a data page header
 /// whose value count is negative, which polars takes as a `usize` and reserves 2.3e18 bytes
-/// for (the process aborted), and one whose count is above its chunk's (polars' decoder
-/// sliced the page's validity bitmap past its end, a panic). The CLI exits 2 naming the
-/// file, the column and the page.
+/// for (the process aborted), one whose count is above its chunk's (polars' decoder sliced
+/// the page's validity bitmap past its end, a panic), and a column chunk declaring a
+/// negative number of values (polars returned a column shorter than the frame, and the
+/// file loaded as a panel of no symbols). The CLI exits 2 naming the file, the column and
+/// the page.
 #[test]
-fn parquet_pages_that_would_fail_the_reader_are_refused_before_it_reads_them() {
+fn parquet_chunks_and_pages_that_would_fail_the_reader_are_refused_before_it_reads_them() {
     let cases = [
         ("page-value-count-reserved-unchecked.parquet", "in row group 0, column `close`, the page header at byte 4523: a value count of -123"),
         ("page-validity-sliced-past-its-end.parquet", "in row group 0, column `low`, the page at byte 3490 holds 4152 values, its chunk 120"),
+        ("symbol-chunk-declaring-negative-values.parquet", "in row group 0, column `symbol`, the chunk declares -47 values for its row group's 20 rows"),
     ];
     for (file, want) in cases {
         let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-regressions/parquet").join(file);

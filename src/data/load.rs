@@ -428,6 +428,12 @@ fn from_frame(df: DataFrame, path: &Path, opts: &LoadOptions, beside: bool) -> R
     if df.height() == 0 {
         return Err(DataError::Empty { path: path.to_path_buf() });
     }
+    // polars can hand back a column shorter than the frame from a malformed Parquet file
+    // (a fuzzer's find: a column chunk declaring a negative number of values); every row
+    // needs every field.
+    if let Some(c) = df.columns().iter().find(|c| c.len() != df.height()) {
+        return Err(refused(path, format!("column '{}' has {} values for {} rows", c.name(), c.len(), df.height())));
+    }
     if df.width() > MAX_COLUMNS {
         return Err(too_wide(path, df.width()));
     }

@@ -404,6 +404,8 @@ pub(crate) fn check(f: &mut (impl Read + Seek)) -> std::io::Result<Result<(), St
 #[derive(Debug, Default)]
 struct Chunk {
     row_group: usize,
+    /// Its row group's rows.
+    rows: Option<i64>,
     column: usize,
     /// Its path in the schema: `close`, or `quote.close` in a nested column.
     path: Vec<String>,
@@ -416,8 +418,11 @@ struct Chunk {
 /// The column chunks of the walked footer `buf`.
 fn chunks(buf: &[u8], events: &[Event]) -> Vec<Chunk> {
     let (mut out, mut row_group, mut column) = (Vec::<Chunk>::new(), None, 0);
+    let mut rows = Vec::new();
     for e in events {
         match *e {
+            // (A row group's row count follows its columns.)
+            Event::Int(Struct::RowGroup, 3, v) => rows.push((row_group.unwrap_or(0), v)),
             Event::Start(Struct::RowGroup) => {
                 row_group = Some(row_group.map_or(0, |r: usize| r + 1));
                 column = 0;
@@ -445,6 +450,9 @@ fn chunks(buf: &[u8], events: &[Event]) -> Vec<Chunk> {
             _ => {}
         }
     }
+    for (g, n) in rows {
+        out.iter_mut().filter(|c| c.row_group == g).for_each(|c| c.rows = Some(n));
+    }
     out
 }
 
@@ -456,6 +464,12 @@ fn pages(f: &mut (impl Read + Seek), end: u64, c: &Chunk) -> std::io::Result<Res
     let (Some(values), Some(size), Some(data_page)) = (c.values, c.size, c.data_page) else {
         return Ok(Ok(()));
     };
+    // Every row has at least one value (a null is one) in every column.
+    match c.rows {
+        Some(rows) if values < rows => return Ok(Err(format!("the chunk declares {values} values for its row group's {rows} rows"))),
+        _ if values < 0 => return Ok(Err(format!("the chunk declares {values} values"))),
+        _ => {}
+    }
     let start = c.dictionary_page.unwrap_or(data_page);
     let (Ok(start), Ok(size)) = (u64::try_from(start), u64::try_from(size)) else {
         return Ok(Err(format!("the chunk starts at byte {start} and is {size} bytes long")));
@@ -621,6 +635,11 @@ mod tests {
         // A negative count (polars would reserve 2.3e18 bytes for it) or one above the chunk's.
         assert!(chunk_of(&data_page(-1, 0), 1).unwrap_err().contains("a value count of -1"));
         assert!(chunk_of(&data_page(7, 0), 5).unwrap_err().contains("holds 7 values, its chunk 5"));
+        // A chunk declaring fewer values than its row group's rows, or a negative number.
+        let c = Chunk { rows: Some(6), values: Some(5), size: Some(file.len() as i64), data_page: Some(0), ..Chunk::default() };
+        let under = pages(&mut std::io::Cursor::new(&file), file.len() as u64, &c).expect("in memory");
+        assert!(under.unwrap_err().contains("the chunk declares 5 values for its row group's 6 rows"));
+        assert!(chunk_of(&file, -47).unwrap_err().contains("the chunk declares -47 values"));
         // A page whose data runs past the chunk.
         let mut short = data_page(1, 10);
         short.extend([0; 4]);
