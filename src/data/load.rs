@@ -85,7 +85,8 @@ static CONTAINING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsi
 
 /// Runs a polars read of `path`, a panic inside polars becoming an error naming the file:
 /// polars' Parquet page decoder asserts on some corrupt pages instead of returning an error
-/// (a fuzzer found one: a validity bitmap sliced past its end). The panic's message and
+/// (a page and its chunk agreeing on more values than the page holds: it slices the
+/// page's validity bitmap past its end). The panic's message and
 /// backtrace are not printed, the error says it all; a panic anywhere else is reported by
 /// the hook that was there before.
 fn contained<T>(path: &Path, read: impl FnOnce() -> T) -> Result<T, DataError> {

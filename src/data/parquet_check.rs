@@ -21,7 +21,8 @@ use std::io::{Read, Seek, SeekFrom};
 /// Nesting deeper than this is refused: the footer's real depth is at most six.
 const MAX_DEPTH: usize = 64;
 
-/// The structs of the footer that polars decodes field by field (others it skips).
+/// The structs of the footer and the page headers that polars decodes field by field
+/// (others it skips).
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Struct {
     FileMetaData,
@@ -292,7 +293,7 @@ impl<'a> Walk<'a> {
                 Ok(())
             }
             STRUCT => self.structure(Struct::Any, depth + 1),
-            t => Err(format!("a {} where the footer holds none", wire_name(t))),
+            t => Err(format!("a {}, which Parquet metadata never holds", wire_name(t))),
         }
     }
 
@@ -421,7 +422,7 @@ fn chunks(buf: &[u8], events: &[Event]) -> Vec<Chunk> {
     let mut rows = Vec::new();
     for e in events {
         match *e {
-            // (A row group's row count follows its columns.)
+            // (A row group's row count may come before or after its columns.)
             Event::Int(Struct::RowGroup, 3, v) => rows.push((row_group.unwrap_or(0), v)),
             Event::Start(Struct::RowGroup) => {
                 row_group = Some(row_group.map_or(0, |r: usize| r + 1));
